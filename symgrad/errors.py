@@ -1,0 +1,40 @@
+"""The one error type of symgrad: a message tied to a place in a spec file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A 1-based line and column in a spec source (a file path or a label like `<dict>`)."""
+
+    source: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.source]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def shifted(self, line_offset: int, column_offset: int) -> Location:
+        """Return the location `line_offset` lines and `column_offset` columns further on."""
+        if self.line is None:
+            return self
+        column = (self.column or 1) + column_offset if line_offset == 0 else column_offset + 1
+        return Location(self.source, self.line + line_offset, column)
+
+
+class SpecError(Exception):
+    """A spec is malformed; `str(error)` is `file:line:col: key.path: message`."""
+
+    def __init__(self, location: Location, message: str, key_path: str = "") -> None:
+        self.location = location
+        self.key_path = key_path
+        self.message = message
+        prefix = f"{key_path}: " if key_path else ""
+        super().__init__(f"{location}: {prefix}{message}")

@@ -1,0 +1,214 @@
+"""The elementwise functions of the spec language, each defined once.
+
+Every function is its own sympy `Function` subclass that never evaluates on construction
+and knows its derivative. sympy's built-in functions rewrite themselves whenever they are
+built or differentiated, which makes large formulas slow to build and hard to predict;
+ours stay exactly as written. Each entry also says how to print the function for a
+tensor argument (torch) and for a Python-number argument (math).
+
+Note [Derivatives in terms of the result]: where a derivative is cheap to express through
+the function's own value (exp' = exp, sigmoid' = s (1 - s), tanh' = 1 - t**2), the rule
+uses the node itself, so the backward reuses the forward value instead of recomputing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+
+class ElementwiseFunction(sympy.Function):
+    """A symgrad function applied elementwise; it is never evaluated symbolically."""
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        """Keep the call as written: no automatic rewriting."""
+        return None
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        """Return the partial derivative with respect to argument `argindex` (1-based)."""
+        return FUNCTIONS[type(self).__name__].derivative(self, argindex - 1)
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+
+Derivative = Callable[[sympy.Expr, int], sympy.Expr]
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """How one language function is built, differentiated and printed."""
+
+    # The name in the spec language and in docstrings.
+    name: str
+    # Number of arguments.
+    arity: int
+    # Partial derivative: (node, 0-based argument index) -> expression.
+    derivative: Derivative
+    # Format string printing a call on tensor arguments, e.g. "torch.sigmoid({0})".
+    torch: str
+    # Format string printing a call on Python numbers, e.g. "math.exp({0})".
+    math: str
+    # Other accepted spellings, such as sympy's own names.
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def sympy_class(self) -> type[ElementwiseFunction]:
+        """The sympy class whose instances are calls of this function."""
+        return _CLASSES[self.name]
+
+
+def _call(name: str, *args: sympy.Expr) -> sympy.Expr:
+    """Build a call of a language function by name."""
+    return _CLASSES[name](*args)
+
+
+def _arg(node: sympy.Expr) -> sympy.Expr:
+    return node.args[0]
+
+
+_HALF = sympy.Rational(1, 2)
+_TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
+
+_TABLE: tuple[FunctionInfo, ...] = (
+    FunctionInfo("exp", 1, lambda f, i: f, "torch.exp({0})", "math.exp({0})"),
+    FunctionInfo("log", 1, lambda f, i: 1 / _arg(f), "torch.log({0})", "math.log({0})", ("ln",)),
+    FunctionInfo("log1p", 1, lambda f, i: 1 / (1 + _arg(f)), "torch.log1p({0})", "math.log1p({0})"),
+    FunctionInfo("expm1", 1, lambda f, i: f + 1, "torch.expm1({0})", "math.expm1({0})"),
+    FunctionInfo("sqrt", 1, lambda f, i: _HALF / f, "torch.sqrt({0})", "math.sqrt({0})"),
+    FunctionInfo(
+        "rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "1 / math.sqrt({0})"
+    ),
+    FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
+    FunctionInfo(
+        "cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"
+    ),
+    FunctionInfo("tan", 1, lambda f, i: 1 + f**2, "torch.tan({0})", "math.tan({0})"),
+    FunctionInfo("tanh", 1, lambda f, i: 1 - f**2, "torch.tanh({0})", "math.tanh({0})"),
+    FunctionInfo(
+        "sinh", 1, lambda f, i: _call("cosh", _arg(f)), "torch.sinh({0})", "math.sinh({0})"
+    ),
+    FunctionInfo(
+        "cosh", 1, lambda f, i: _call("sinh", _arg(f)), "torch.cosh({0})", "math.cosh({0})"
+    ),
+    FunctionInfo(
+        "asin",
+        1,
+        lambda f, i: _call("rsqrt", 1 - _arg(f) ** 2),
+        "torch.asin({0})",
+        "math.asin({0})",
+        ("arcsin",),
+    ),
+    FunctionInfo(
+        "acos",
+        1,
+        lambda f, i: -_call("rsqrt", 1 - _arg(f) ** 2),
+        "torch.acos({0})",
+        "math.acos({0})",
+        ("arccos",),
+    ),
+    FunctionInfo(
+        "atan",
+        1,
+        lambda f, i: 1 / (1 + _arg(f) ** 2),
+        "torch.atan({0})",
+        "math.atan({0})",
+        ("arctan",),
+    ),
+    FunctionInfo(
+        "asinh",
+        1,
+        lambda f, i: _call("rsqrt", _arg(f) ** 2 + 1),
+        "torch.asinh({0})",
+        "math.asinh({0})",
+    ),
+    FunctionInfo(
+        "acosh",
+        1,
+        lambda f, i: _call("rsqrt", _arg(f) ** 2 - 1),
+        "torch.acosh({0})",
+        "math.acosh({0})",
+    ),
+    FunctionInfo(
+        "atanh",
+        1,
+        lambda f, i: 1 / (1 - _arg(f) ** 2),
+        "torch.atanh({0})",
+        "math.atanh({0})",
+    ),
+    FunctionInfo(
+        "sigmoid",
+        1,
+        lambda f, i: f * (1 - f),
+        "torch.sigmoid({0})",
+        "1 / (1 + math.exp(-({0})))",
+        ("expit",),
+    ),
+    FunctionInfo(
+        "softplus",
+        1,
+        lambda f, i: _call("sigmoid", _arg(f)),
+        "torch.nn.functional.softplus({0})",
+        "math.log1p(math.exp({0}))",
+    ),
+    FunctionInfo(
+        "log_sigmoid",
+        1,
+        lambda f, i: _call("sigmoid", -_arg(f)),
+        "torch.nn.functional.logsigmoid({0})",
+        "-math.log1p(math.exp(-({0})))",
+        ("logsigmoid",),
+    ),
+    FunctionInfo(
+        "abs",
+        1,
+        lambda f, i: _call("sign", _arg(f)),
+        "torch.abs({0})",
+        "abs({0})",
+        ("Abs",),
+    ),
+    FunctionInfo(
+        "sign",
+        1,
+        lambda f, i: sympy.Integer(0),
+        "torch.sign({0})",
+        "float((({0}) > 0) - (({0}) < 0))",
+    ),
+    FunctionInfo(
+        "erf",
+        1,
+        lambda f, i: _TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2),
+        "torch.erf({0})",
+        "math.erf({0})",
+    ),
+    FunctionInfo(
+        "erfc",
+        1,
+        lambda f, i: -_TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2),
+        "torch.erfc({0})",
+        "math.erfc({0})",
+    ),
+)
+
+_CLASSES: dict[str, type[ElementwiseFunction]] = {
+    info.name: type(info.name, (ElementwiseFunction,), {"nargs": info.arity})
+    for info in _TABLE
+}
+
+# Every function by its language name.
+FUNCTIONS: dict[str, FunctionInfo] = {info.name: info for info in _TABLE}
+
+# Every accepted spelling (names and aliases) -> the function's language name.
+SPELLINGS: dict[str, str] = {
+    **{alias: info.name for info in _TABLE for alias in info.aliases},
+    **{info.name: info.name for info in _TABLE},
+}
+
+
+def call(name: str, *args: sympy.Expr) -> sympy.Expr:
+    """Build a call of the function spelled `name` (a language name or an alias)."""
+    return _call(SPELLINGS[name], *args)

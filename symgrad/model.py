@@ -1,0 +1,102 @@
+"""The validated spec: frozen dataclasses that every later stage reads.
+
+Design principles:
+- A `Spec` is built only by `symgrad.parse` and is valid by construction: names are
+  unique identifiers, every expression refers to declared names, `where` intermediates
+  are ordered so each uses only earlier ones.
+- Expressions are sympy trees over the spec's `sympy.Symbol`s and symgrad's own
+  elementwise functions (`symgrad.functions`), never strings.
+- Each part keeps the location it came from, so later stages can still point at it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import sympy
+
+from symgrad.errors import Location
+
+
+class InputType(enum.Enum):
+    """The kind of value an input takes."""
+
+    TENSOR = "tensor"
+    FLOAT = "float"
+    INT = "int"
+    BOOL = "bool"
+
+
+Number = float | int | bool
+
+
+@dataclass(frozen=True)
+class Input:
+    """One argument of the generated forward, in order."""
+
+    # The argument name, also the name of its sympy symbol.
+    name: str
+    type: InputType
+    # The real symbol standing for the input in expressions (carries the assumptions).
+    symbol: sympy.Symbol
+    # False for non-tensors and for tensors declared `requires_grad: false`.
+    differentiable: bool
+    # The default value, or None when the argument is required.
+    default: Number | None
+    # The shape the generated test samples, or None for the default shape.
+    shape: tuple[int, ...] | None
+    # The closed interval the generated test samples from, or None for the default.
+    domain: tuple[float, float] | None
+    # sympy assumptions declared on the symbol, e.g. ("positive",).
+    assumptions: tuple[str, ...]
+    location: Location
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type is InputType.TENSOR
+
+
+@dataclass(frozen=True)
+class Intermediate:
+    """A named value of the forward (`where` entry), usable by later expressions."""
+
+    name: str
+    symbol: sympy.Symbol
+    expr: sympy.Expr
+    location: Location
+
+
+@dataclass(frozen=True)
+class Output:
+    """One value returned by the forward, in order."""
+
+    name: str
+    symbol: sympy.Symbol
+    expr: sympy.Expr
+    location: Location
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A whole function: its names, inputs, intermediates and outputs."""
+
+    # CamelCase name of the generated autograd.Function class.
+    name: str
+    # snake_case module name and name of the convenience function.
+    module: str
+    # Docstring text; empty when the spec gives none.
+    doc: str
+    inputs: tuple[Input, ...]
+    intermediates: tuple[Intermediate, ...]
+    outputs: tuple[Output, ...]
+    # Where the spec came from, as shown in the generated header (never absolute).
+    source: str
+
+    @property
+    def tensor_inputs(self) -> tuple[Input, ...]:
+        return tuple(i for i in self.inputs if i.is_tensor)
+
+    @property
+    def differentiable_inputs(self) -> tuple[Input, ...]:
+        return tuple(i for i in self.inputs if i.differentiable)

@@ -1,0 +1,117 @@
+"""Print sympy expressions as Python source over torch tensors and Python numbers.
+
+sympy's own `TorchPrinter` wraps Python numbers in torch calls, prints `Max(x, 0)` as a
+reduction and cannot print log1p, expm1 or erfc, so symgrad has its own printer. It knows
+which symbols hold tensors: a call on a tensor prints as torch, a call on numbers only
+prints with `math`. Anything it does not know raises, so broken code is never emitted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import sympy
+from sympy.printing.precedence import PRECEDENCE
+from sympy.printing.str import StrPrinter
+
+from symgrad import functions
+
+# Integers beyond this print as floats: torch cannot take larger Python ints as scalars.
+_MAX_EXACT_INT = 2**53
+
+
+class UnprintableError(Exception):
+    """An expression contains something that has no torch spelling."""
+
+
+class TorchPrinter(StrPrinter):
+    """Prints expressions whose tensor symbols are known as torch/Python code."""
+
+    printmethod = "_torchcode"
+
+    def __init__(self, tensor_symbols: frozenset[sympy.Basic]) -> None:
+        super().__init__({"order": "none"})
+        self.tensor_symbols = tensor_symbols
+        self.uses_math = False
+
+    def is_tensor(self, expr: sympy.Basic) -> bool:
+        """True when `expr` depends on a tensor, so torch functions must be used."""
+        return bool(expr.free_symbols & self.tensor_symbols)
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return str(expr.name)
+
+    def _print_Integer(self, expr: sympy.Integer) -> str:
+        value = int(expr)
+        if abs(value) > _MAX_EXACT_INT:
+            return self._float(float(value))
+        return str(value)
+
+    def _print_Rational(self, expr: sympy.Rational) -> str:
+        return f"{self._print(expr.p)}/{self._print(expr.q)}"
+
+    def _print_Float(self, expr: sympy.Float) -> str:
+        return self._float(float(expr))
+
+    def _float(self, value: float) -> str:
+        if not math.isfinite(value):
+            raise UnprintableError(f"the constant {value} is not finite")
+        return repr(value)
+
+    def _print_Pi(self, expr: sympy.Basic) -> str:
+        self.uses_math = True
+        return "math.pi"
+
+    def _print_Exp1(self, expr: sympy.Basic) -> str:
+        self.uses_math = True
+        return "math.e"
+
+    def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
+        base, exponent = expr.args
+        if exponent == sympy.S.Half:
+            return self._call("sqrt", base)
+        if exponent == -sympy.S.Half:
+            return self._call("rsqrt", base)
+        if exponent.is_Number and exponent.is_negative:
+            denominator = sympy.Pow(base, -exponent, evaluate=False) if exponent != -1 else base
+            return f"1 / {self.parenthesize(denominator, PRECEDENCE['Mul'], strict=True)}"
+        pow_precedence = PRECEDENCE["Pow"]
+        left = self.parenthesize(base, pow_precedence, strict=True)
+        right = self.parenthesize(exponent, pow_precedence, strict=True)
+        return f"{left}**{right}"
+
+    def _print_ElementwiseFunction(self, expr: functions.ElementwiseFunction) -> str:
+        return self._call(type(expr).__name__, *expr.args)
+
+    def _call(self, name: str, *args: sympy.Basic) -> str:
+        info = functions.FUNCTIONS[name]
+        if any(self.is_tensor(arg) for arg in args):
+            return info.torch.format(*(self._print(arg) for arg in args))
+        self.uses_math = self.uses_math or "math." in info.math
+        return info.math.format(*(self._print(arg) for arg in args))
+
+    def _print_Function(self, expr: sympy.Basic) -> str:
+        raise UnprintableError(f"symgrad cannot print the function {type(expr).__name__}")
+
+    def _print_Basic(self, expr: sympy.Basic) -> str:
+        raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
+
+    def _print_Derivative(self, expr: sympy.Basic) -> str:
+        raise UnprintableError(f"symgrad cannot print an unevaluated derivative: {expr}")
+
+    def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's hook name)
+        raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
+
+
+def _install_function_dispatch() -> None:
+    """Make every language function print through `_print_ElementwiseFunction`.
+
+    sympy dispatches on the class name first, and our classes are named like the
+    functions (exp, sigmoid), which StrPrinter may know under the same name.
+    """
+    for name in functions.FUNCTIONS:
+        setattr(TorchPrinter, f"_print_{name}", TorchPrinter._print_ElementwiseFunction)
+
+
+_install_function_dispatch()

@@ -1,0 +1,347 @@
+"""Emit Python: turn a `Derived` into the source of the module and of its test.
+
+The work is split in two: this module prints every expression and decides every name
+(a render model made only of strings), and the jinja2 templates in `templates/` hold
+the shape of the code. black formats the result, so the output is stable.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import black
+import jinja2
+import sympy
+
+from symgrad.derive import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.errors import SpecError
+from symgrad.model import Input, InputType, Spec
+from symgrad.printer import TorchPrinter, UnprintableError
+
+# black's stable style only changes in its yearly January release, which pyproject pins.
+_BLACK_MODE = black.Mode(line_length=88, target_versions={black.TargetVersion.PY39})
+
+_ANNOTATIONS = {
+    InputType.TENSOR: "torch.Tensor",
+    InputType.FLOAT: "float",
+    InputType.INT: "int",
+    InputType.BOOL: "bool",
+}
+
+
+@dataclass(frozen=True)
+class GeneratedFiles:
+    """The generated module and its test, by file name."""
+
+    module_name: str
+    module_source: str
+    test_source: str
+
+    def by_filename(self) -> dict[str, str]:
+        return {
+            f"{self.module_name}.py": self.module_source,
+            f"test_{self.module_name}.py": self.test_source,
+        }
+
+
+def render(derived: Derived, version: str) -> GeneratedFiles:
+    """Print the module and the test for `derived`, black-formatted."""
+    spec = derived.spec
+    printer = TorchPrinter(derived.tensor_symbols)
+    try:
+        context = _module_context(derived, printer, version)
+        test_context = _test_context(derived, TorchPrinter(derived.tensor_symbols), version)
+    except UnprintableError as error:
+        location = spec.outputs[0].location
+        raise SpecError(location, f"cannot generate code: {error}") from None
+    module = _format(_template("function.py.jinja").render(context))
+    test = _format(_template("test_function.py.jinja").render(test_context))
+    return GeneratedFiles(spec.module, module, test)
+
+
+def _format(source: str) -> str:
+    return black.format_str(source, mode=_BLACK_MODE)
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_directory())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    environment.filters["unpack"] = _unpack_target
+    environment.filters["pack"] = _tuple_display
+    environment.filters["add_suffix"] = lambda text, suffix: f"{text}{suffix}"
+    return environment
+
+
+def _unpack_target(names: list[str]) -> str:
+    """`a, b` or `(a,)`: the left side that unpacks a tuple into `names`."""
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+
+
+def _tuple_display(items: list[str]) -> str:
+    """`(a, b)` or `(a,)`."""
+    return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
+def _template(name: str) -> jinja2.Template:
+    return _environment().get_template(name)
+
+
+def templates_directory() -> Path:
+    """The templates: inside the installed package, or at the top of a source checkout."""
+    packaged = importlib.resources.files("symgrad") / "templates"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+    spec = derived.spec
+    namer = Namer(derived.names)
+    names = _BackwardNames(derived, namer)
+    context = {
+        "version": version,
+        "source": spec.source,
+        "summary": _summary(spec),
+        "formulas": _formulas(derived),
+        "class_name": spec.name,
+        "function_name": spec.module,
+        "doc": spec.doc or _summary(spec),
+        "parameters": [_parameter(i) for i in spec.inputs],
+        "input_names": [i.name for i in spec.inputs],
+        "return_annotation": _return_annotation(spec),
+        "forward": [_statement(a, printer) for a in derived.forward],
+        "outputs": [o.name for o in spec.outputs],
+        "saved_tensors": [s.name for s in derived.saved_tensors],
+        "saved_numbers": [i.name for i in derived.saved_numbers],
+        "saved_shapes": [i.name for i in derived.saved_shapes],
+        "shape_names": names.shape_names,
+        "shapes_attribute": names.shapes_attribute,
+        "numbers_attribute": names.numbers_attribute,
+        "several_outputs": len(spec.outputs) > 1,
+        "needs": names.needs_unpacking,
+        "input_grads": [names.grad[i.name] for i in spec.differentiable_inputs],
+        "recomputed": [_block(b, printer, names) for b in derived.recomputed],
+        "backward": [_output_backward(p, printer, names) for p in derived.backward],
+        "returns": names.returns,
+        "reduce_helper": names.reduce_helper,
+        "accumulate_helper": names.accumulate_helper,
+    }
+    if len(spec.outputs) == 1:
+        # One output: its shared work can join the recomputation under the same guards.
+        context["recomputed"] = _merge_blocks(
+            context["recomputed"] + context["backward"][0]["shared"]
+        )
+        context["backward"][0]["shared"] = []
+    context["grad_output_names"] = [_grad_output_name(spec, derived, o.name) for o in spec.outputs]
+    context["uses_math"] = printer.uses_math
+    return context
+
+
+def _merge_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join neighbouring blocks that have the same guard."""
+    merged: list[dict[str, Any]] = []
+    for block in blocks:
+        if merged and merged[-1]["guard"] == block["guard"]:
+            merged[-1] = {"guard": block["guard"], "lines": merged[-1]["lines"] + block["lines"]}
+        else:
+            merged.append(block)
+    return merged
+
+
+def _grad_output_name(spec: Spec, derived: Derived, output_name: str) -> str:
+    for part in derived.backward:
+        if part.output.name == output_name:
+            return str(part.grad.name)
+    raise AssertionError(output_name)
+
+
+class _BackwardNames:
+    """The names the backward introduces, chosen not to collide with the spec's."""
+
+    def __init__(self, derived: Derived, namer: Namer) -> None:
+        spec = derived.spec
+        self.need = {i.name: namer.fresh(f"need_{i.name}") for i in spec.differentiable_inputs}
+        self.grad = {i.name: namer.fresh(f"grad_{i.name}") for i in spec.differentiable_inputs}
+        self.reduce_helper = namer.fresh("_reduce_to")
+        self.accumulate_helper = namer.fresh("_accumulate")
+        self.shapes_attribute = "input_shapes"
+        self.numbers_attribute = "numbers"
+        needs = [self.need.get(i.name, "_") for i in spec.inputs]
+        self.needs_unpacking = ", ".join(needs) + ("," if len(needs) == 1 else "")
+        saved = {s.name for s in derived.saved_tensors}
+        shapes = {i.name: namer.fresh(f"{i.name}_shape") for i in derived.saved_shapes}
+        returns = []
+        for item in spec.inputs:
+            if not item.differentiable:
+                returns.append("None")
+                continue
+            shape = f"{item.name}.shape" if item.name in saved else shapes[item.name]
+            returns.append(f"{self.reduce_helper}({self.grad[item.name]}, {shape})")
+        self.returns = returns
+        self.shape_names = [shapes[i.name] for i in derived.saved_shapes]
+
+    def guard(self, inputs: Iterable[Input]) -> str:
+        return " or ".join(self.need[i.name] for i in inputs)
+
+
+def _summary(spec: Spec) -> str:
+    if spec.doc:
+        return spec.doc.strip().splitlines()[0]
+    return f"{spec.name}: a custom autograd Function generated by symgrad."
+
+
+def _formulas(derived: Derived) -> dict[str, list[str]]:
+    """Readable forward and derivative formulas for the module docstring."""
+    spec = derived.spec
+    forward = [f"{i.name} = {_readable(i.expr)}" for i in spec.intermediates]
+    forward += [f"{o.name} = {_readable(o.expr)}" for o in spec.outputs]
+    derivatives = [
+        f"d{output}/d{name} = {_readable(expr)}"
+        for (output, name), expr in derived.partials.items()
+    ]
+    return {"forward": forward, "derivatives": derivatives}
+
+
+def _readable(expr: sympy.Expr) -> str:
+    return str(sympy.sstr(expr, order="none"))
+
+
+def _parameter(item: Input) -> str:
+    text = f"{item.name}: {_ANNOTATIONS[item.type]}"
+    if item.default is not None:
+        text += f" = {item.default!r}"
+    return text
+
+
+def _return_annotation(spec: Spec) -> str:
+    if len(spec.outputs) == 1:
+        return "torch.Tensor"
+    return "tuple[" + ", ".join("torch.Tensor" for _ in spec.outputs) + "]"
+
+
+def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
+    return f"{assignment.target.name} = {printer.doprint(assignment.expr)}"
+
+
+def _block(block: GuardedBlock, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
+    return {
+        "guard": names.guard(block.inputs),
+        "lines": [_statement(a, printer) for a in block.statements],
+    }
+
+
+def _output_backward(
+    part: OutputBackward, printer: TorchPrinter, names: _BackwardNames
+) -> dict[str, Any]:
+    gradients = []
+    for gradient in part.gradients:
+        target = names.grad[gradient.input.name]
+        term = printer.doprint(gradient.expr)
+        gradients.append(
+            {
+                "guard": names.guard([gradient.input]),
+                "lines": [_statement(a, printer) for a in gradient.statements],
+                "target": target,
+                "term": term,
+            }
+        )
+    return {
+        "grad": part.grad.name,
+        "shared": [_block(b, printer, names) for b in part.shared],
+        "gradients": gradients,
+    }
+
+
+# --- The generated test -------------------------------------------------------------
+
+_DEFAULT_DOMAINS = {
+    "positive": (0.5, 2.0),
+    "nonnegative": (0.5, 2.0),
+    "nonzero": (0.5, 2.0),
+    "negative": (-2.0, -0.5),
+}
+_UNCONSTRAINED_DOMAIN = (-2.0, 2.0)
+
+
+def default_domain(item: Input) -> tuple[float, float]:
+    """The interval the generated test samples `item` from when the spec gives none."""
+    if item.domain is not None:
+        return item.domain
+    for assumption in item.assumptions:
+        if assumption in _DEFAULT_DOMAINS:
+            return _DEFAULT_DOMAINS[assumption]
+    return _UNCONSTRAINED_DOMAIN
+
+
+def default_shape(spec: Spec) -> tuple[int, ...]:
+    """The test shape of tensors declared without one: the declared shapes broadcast,
+    padded on the left to two dimensions (a plain (3, 4) when no shape is declared)."""
+    shapes = [i.shape for i in spec.tensor_inputs if i.shape is not None]
+    if not shapes:
+        return (3, 4)
+    rank = max(2, *(len(s) for s in shapes))
+    result = [1] * rank
+    for shape in shapes:
+        for index, size in enumerate(shape, start=rank - len(shape)):
+            result[index] = max(result[index], size)
+    return tuple(3 if size == 1 and index < rank - 1 else size for index, size in enumerate(result))
+
+
+def _sample_number(item: Input, rng: random.Random) -> str:
+    """A fixed test value for a number input without a default."""
+    if item.type is InputType.BOOL:
+        return "True"
+    low, high = default_domain(item)
+    if item.type is InputType.INT:
+        return repr(max(int(low), min(int(high), round((low + high) / 2))) or 1)
+    return repr(round(rng.uniform(low, high), 3))
+
+
+def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+    spec = derived.spec
+    rng = random.Random(spec.name)
+    shape = default_shape(spec)
+    samples = []
+    for item in spec.inputs:
+        if item.is_tensor:
+            low, high = default_domain(item)
+            samples.append(
+                {
+                    "name": item.name,
+                    "tensor": True,
+                    "shape": repr(tuple(item.shape or shape)),
+                    "low": repr(low),
+                    "high": repr(high),
+                    "requires_grad": item.differentiable,
+                }
+            )
+        else:
+            value = item.default if item.default is not None else _sample_number(item, rng)
+            samples.append({"name": item.name, "tensor": False, "value": str(value)})
+    reference = [f"{i.name} = {printer.doprint(i.expr)}" for i in spec.intermediates]
+    reference += [f"{o.name} = {printer.doprint(o.expr)}" for o in spec.outputs]
+    return {
+        "version": version,
+        "source": spec.source,
+        "class_name": spec.name,
+        "function_name": spec.module,
+        "module": spec.module,
+        "samples": samples,
+        "input_names": [i.name for i in spec.inputs],
+        "reference": reference,
+        "outputs": [o.name for o in spec.outputs],
+        "uses_math": printer.uses_math,
+    }
