@@ -9,7 +9,7 @@ Forward:
 
 Derivatives:
     du/dx = -beta*envelope*n*cos(phase)**(-1 + n)*sin(phase)
-    du/dt = -E*gamma*cos(phase)**n*exp(-gamma*t) + envelope*omega*n*cos(phase)**(-1 + n)*sin(phase)
+    du/dt = -gamma*u + envelope*omega*n*cos(phase)**(-1 + n)*sin(phase)
 """
 
 from __future__ import annotations
@@ -49,28 +49,24 @@ class DampedWave(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, t, gamma, beta, omega, E, n = inputs
-        ctx.save_for_backward(x, t)
+        u = output
+        ctx.save_for_backward(x, t, u)
         ctx.numbers = (gamma, beta, omega, E, n)
 
     @staticmethod
     def backward(ctx: Any, grad_u: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, t = ctx.saved_tensors
+        x, t, u = ctx.saved_tensors
         gamma, beta, omega, E, n = ctx.numbers
         need_x, need_t, _, _, _, _, _ = ctx.needs_input_grad
         grad_x = grad_t = None
         if need_x or need_t:
             envelope = E * torch.exp(-gamma * t)
             phase = beta * x - omega * t
-            _t0 = torch.cos(phase)
-            _t1 = _t0 ** (-1 + n)
-            _t2 = torch.sin(phase)
+            _t0 = envelope * n * torch.cos(phase) ** (-1 + n) * torch.sin(phase)
         if need_x:
-            grad_x = -_t1 * _t2 * beta * envelope * grad_u * n
+            grad_x = -_t0 * beta * grad_u
         if need_t:
-            grad_t = (
-                -E * gamma * grad_u * _t0**n * torch.exp(-gamma * t)
-                + _t1 * _t2 * envelope * grad_u * omega * n
-            )
+            grad_t = grad_u * (_t0 * omega - gamma * u)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_t, t.shape),

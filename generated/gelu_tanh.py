@@ -50,8 +50,8 @@ class GeluTanh(torch.autograd.Function):
             inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
         if need_x:
             _t0 = torch.tanh(inner)
-            _t1 = grad_y * (1 - _t0**2) * math.sqrt(2 / math.pi)
-            grad_x = grad_y * (0.5 + 0.5 * _t0) + 0.5 * _t1 * x + 0.0670725 * _t1 * x**3
+            _t1 = (1 - _t0**2) * math.sqrt(2 / math.pi)
+            grad_x = grad_y * (0.5 + 0.5 * _t0 + 0.5 * _t1 * x + 0.0670725 * _t1 * x**3)
         return _reduce_to(grad_x, x.shape)
 
 

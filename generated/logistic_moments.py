@@ -8,8 +8,8 @@ Forward:
     variance = p*(1 - p)
 
 Derivatives:
-    dmean/dz = p*(1 - p)
-    dvariance/dz = p*(1 - p)*(1 - 2*mean)
+    dmean/dz = mean*(1 - mean)
+    dvariance/dz = mean*(1 - mean)*(1 - 2*mean)
 """
 
 from __future__ import annotations
@@ -48,27 +48,26 @@ class LogisticMoments(torch.autograd.Function):
         (z,) = inputs
         mean, variance = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(z, mean)
+        ctx.save_for_backward(mean)
+        ctx.input_shapes = (z.shape,)
 
     @staticmethod
     def backward(
         ctx: Any, grad_mean: torch.Tensor | None, grad_variance: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        z, mean = ctx.saved_tensors
+        (mean,) = ctx.saved_tensors
+        (z_shape,) = ctx.input_shapes
         (need_z,) = ctx.needs_input_grad
         grad_z = None
-        if need_z:
-            p = torch.sigmoid(z)
         if grad_mean is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, grad_mean * p * (1 - p))
+                grad_z = _accumulate(grad_z, grad_mean * mean * (1 - mean))
         if grad_variance is not None:
             if need_z:
                 grad_z = _accumulate(
-                    grad_z,
-                    p * (1 - p) * (grad_variance * (1 - mean) - grad_variance * mean),
+                    grad_z, grad_variance * mean * (1 - mean) * (1 - 2 * mean)
                 )
-        return _reduce_to(grad_z, z.shape)
+        return _reduce_to(grad_z, z_shape)
 
 
 def logistic_moments(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -45,7 +45,7 @@ class Mish(torch.autograd.Function):
         grad_x = None
         if need_x:
             _t0 = torch.tanh(torch.nn.functional.softplus(x))
-            grad_x = _t0 * grad_y + grad_y * x * (1 - _t0**2) * torch.sigmoid(x)
+            grad_x = grad_y * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
         return _reduce_to(grad_x, x.shape)
 
 

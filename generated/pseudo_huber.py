@@ -50,13 +50,14 @@ class PseudoHuber(torch.autograd.Function):
         grad_prediction = grad_delta = None
         if need_prediction or need_delta:
             r = (prediction - target) / delta
-            _t0 = grad_loss * delta
-            _t1 = torch.sqrt(1 + r**2)
-            _t2 = r / _t1
+            _t0 = torch.sqrt(1 + r**2)
+            _t1 = r / _t0
         if need_prediction:
-            grad_prediction = _t0 * _t2
+            grad_prediction = _t1 * grad_loss * delta
         if need_delta:
-            grad_delta = 2 * _t0 * (-1 + _t1) - _t2 * grad_loss * (prediction - target)
+            grad_delta = grad_loss * (
+                -_t1 * (prediction - target) + 2 * delta * (-1 + _t0)
+            )
         return (
             _reduce_to(grad_prediction, prediction.shape),
             None,

@@ -6,8 +6,8 @@ Forward:
     y = x*sigmoid(beta*x)
 
 Derivatives:
-    dy/dx = beta*x*(1 - sigmoid(beta*x))*sigmoid(beta*x) + sigmoid(beta*x)
-    dy/dbeta = x**2*(1 - sigmoid(beta*x))*sigmoid(beta*x)
+    dy/dx = beta*y*(1 - sigmoid(beta*x)) + sigmoid(beta*x)
+    dy/dbeta = x*y*(1 - sigmoid(beta*x))
 """
 
 from __future__ import annotations
@@ -37,22 +37,21 @@ class Swish(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, beta = inputs
-        ctx.save_for_backward(x, beta)
+        y = output
+        ctx.save_for_backward(x, beta, y)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, beta = ctx.saved_tensors
+        x, beta, y = ctx.saved_tensors
         need_x, need_beta = ctx.needs_input_grad
         grad_x = grad_beta = None
         if need_x or need_beta:
-            _t0 = beta * x
-            _t1 = torch.sigmoid(_t0)
-            _t2 = _t1 * grad_y
-            _t3 = _t2 * (1 - _t1)
+            _t0 = torch.sigmoid(beta * x)
+            _t1 = y * (1 - _t0)
         if need_x:
-            grad_x = _t2 + _t0 * _t3
+            grad_x = grad_y * (_t0 + _t1 * beta)
         if need_beta:
-            grad_beta = _t3 * x**2
+            grad_beta = _t1 * grad_y * x
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_beta, beta.shape)
 
 

@@ -130,7 +130,7 @@ def derive(spec: Spec) -> Derived:
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
         adjoints = _reverse_sweep(assignment.expr, grad, intermediates, differentiable)
         gradients = {
-            i: adjoints[i.symbol].xreplace(known_values)
+            i: _simplify_bounded(_reuse_forward_values(adjoints[i.symbol], known_values))
             for i in spec.differentiable_inputs
             if adjoints.get(i.symbol, 0) != 0
         }
@@ -224,13 +224,45 @@ def _output_assignments(spec: Spec, forward: Sequence[Assignment]) -> list[Assig
 
 
 def _known_values(spec: Spec, forward: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Basic]:
-    """Map each forward expression to the name that holds its value (Note [What the backward saves])."""
+    """Map each forward expression to the name holding its value (Note [What the backward saves]).
+
+    An output that merely renames an intermediate (`mean: p`) takes over its
+    expressions, so the backward reads the saved output instead of recomputing.
+    """
     inputs = {i.symbol for i in spec.inputs}
     values: dict[sympy.Basic, sympy.Basic] = {}
     for assignment in forward:
         if assignment.expr not in inputs and not assignment.expr.is_Number:
             values.setdefault(assignment.expr, assignment.target)
+    for expr, target in values.items():
+        while target in values:
+            target = values[target]
+        values[expr] = target
     return values
+
+
+def _reuse_forward_values(
+    expr: sympy.Expr, values: Mapping[sympy.Basic, sympy.Basic]
+) -> sympy.Expr:
+    """Replace subexpressions equal to forward values, whole or as part of a sum or product."""
+    expr = expr.xreplace(values)
+    for value, target in values.items():
+        if isinstance(value, (sympy.Add, sympy.Mul)) and all(expr.has(a) for a in value.args):
+            expr = expr.subs(value, target)
+    return expr
+
+
+# Gradients larger than this (in sympy operations) skip the optional simplification.
+_SIMPLIFY_MAX_OPS = 400
+
+
+def _simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
+    """Pull out common factors when that makes the expression smaller; never unbounded."""
+    size = sympy.count_ops(expr)
+    if size > _SIMPLIFY_MAX_OPS:
+        return expr
+    candidate = sympy.factor_terms(expr)
+    return candidate if sympy.count_ops(candidate) < size else expr
 
 
 def _reverse_sweep(
