@@ -7,7 +7,8 @@ Forward:
     y = 0.5*x*(1 + tanh(inner))
 
 Derivatives:
-    dy/dx = 0.5 + 0.5*tanh(inner) + 0.5*x*(1 - tanh(inner)**2)*sqrt(2/pi) + 0.0670725*x**3*(1 - tanh(inner)**2)*sqrt(2/pi)
+    dy/dx = 0.5 + 0.5*tanh(inner) + 0.5*x*(1 - tanh(inner)**2)*sqrt(2/pi) +
+        0.0670725*x**3*(1 - tanh(inner)**2)*sqrt(2/pi)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["GeluTanh", "gelu_tanh"]
 
 
 def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
-    """Sum `grad` over the dimensions broadcasting added, so it has the input's shape."""
+    """Sum `grad` over the dimensions that broadcasting added to the input."""
     if grad is None or grad.shape == shape:
         return grad
     return grad.sum_to_size(shape)
@@ -48,7 +49,6 @@ class GeluTanh(torch.autograd.Function):
         grad_x = None
         if need_x:
             inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
-        if need_x:
             _t0 = torch.tanh(inner)
             _t1 = (1 - _t0**2) * math.sqrt(2 / math.pi)
             grad_x = grad_y * (0.5 + 0.5 * _t0 + 0.5 * _t1 * x + 0.0670725 * _t1 * x**3)

@@ -8,7 +8,8 @@ Forward:
 
 Derivatives:
     dloss/dprediction = r*delta/sqrt(1 + r**2)
-    dloss/ddelta = 2*delta*(-1 + sqrt(1 + r**2)) - r*(prediction - target)/sqrt(1 + r**2)
+    dloss/ddelta = 2*delta*(-1 + sqrt(1 + r**2)) - r*(prediction - target)/sqrt(1 +
+        r**2)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["PseudoHuber", "pseudo_huber"]
 
 
 def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
-    """Sum `grad` over the dimensions broadcasting added, so it has the input's shape."""
+    """Sum `grad` over the dimensions that broadcasting added to the input."""
     if grad is None or grad.shape == shape:
         return grad
     return grad.sum_to_size(shape)

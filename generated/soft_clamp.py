@@ -20,7 +20,7 @@ __all__ = ["SoftClamp", "soft_clamp"]
 
 
 def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
-    """Sum `grad` over the dimensions broadcasting added, so it has the input's shape."""
+    """Sum `grad` over the dimensions that broadcasting added to the input."""
     if grad is None or grad.shape == shape:
         return grad
     return grad.sum_to_size(shape)
@@ -49,7 +49,6 @@ class SoftClamp(torch.autograd.Function):
         grad_x = None
         if need_x:
             s = torch.sigmoid(x)
-        if need_x:
             grad_x = grad_y * s * (1 - s) * (hi - lo)
         return _reduce_to(grad_x, x.shape), None, None
 

@@ -20,7 +20,7 @@ __all__ = ["Swish", "swish"]
 
 
 def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
-    """Sum `grad` over the dimensions broadcasting added, so it has the input's shape."""
+    """Sum `grad` over the dimensions that broadcasting added to the input."""
     if grad is None or grad.shape == shape:
         return grad
     return grad.sum_to_size(shape)

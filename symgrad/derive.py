@@ -126,7 +126,7 @@ def derive(spec: Spec) -> Derived:
     known_values = _known_values(spec, forward)
 
     sweeps: list[tuple[Output, sympy.Symbol, dict[Input, sympy.Expr]]] = []
-    for output, assignment in zip(spec.outputs, _output_assignments(spec, forward)):
+    for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
         adjoints = _reverse_sweep(assignment.expr, grad, intermediates, differentiable)
         gradients = {
@@ -189,7 +189,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     temporaries, reduced = _cse([s.expr for s in statements], namer)
     pending = list(temporaries)
     forward: list[Assignment] = []
-    for statement, expr in zip(statements, reduced):
+    for statement, expr in zip(statements, reduced, strict=True):
         used = expr.free_symbols
         # Emit each temporary just before the first statement that needs it.
         needed = _closure(used, pending)
@@ -210,9 +210,7 @@ def _closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[s
     return needed
 
 
-def _cse(
-    exprs: Sequence[sympy.Expr], namer: Namer
-) -> tuple[list[Assignment], list[sympy.Expr]]:
+def _cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
     """Name the subexpressions that occur more than once across `exprs`."""
     replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
     return [Assignment(t, e) for t, e in replacements], list(reduced)
@@ -350,7 +348,7 @@ def _plan_output_backward(
     """Share work between the input gradients of one output, guarded by need."""
     inputs = list(gradients)
     temporaries, reduced = _cse([gradients[i] for i in inputs], namer)
-    users = _users(temporaries, [(i, e) for i, e in zip(inputs, reduced)])
+    users = _users(temporaries, list(zip(inputs, reduced, strict=True)))
     shared = _group_by_users([a for a in temporaries if len(users[a.target]) > 1], users, inputs)
     input_gradients = tuple(
         InputGradient(
@@ -358,7 +356,7 @@ def _plan_output_backward(
             tuple(a for a in temporaries if users[a.target] == (i,)),
             expr,
         )
-        for i, expr in zip(inputs, reduced)
+        for i, expr in zip(inputs, reduced, strict=True)
     )
     return OutputBackward(output, grad, shared, input_gradients)
 

@@ -60,7 +60,7 @@ class _Builder:
         line_index = node.lineno - 1
         if line_index != 0:
             return self.location
-        raw = self.lines[0].encode()[: node.col_offset]
+        raw = self.lines[0].encode()[: getattr(node, "col_offset", 0)]
         column = len(raw.decode(errors="replace"))
         return self.location.shifted(0, column + (1 if self.style == "quoted" else 0))
 
@@ -221,7 +221,7 @@ def from_sympy(
             raise SpecError(location, f"unknown name {expr.name!r}{hint}")
         return symbols[expr.name]
     if isinstance(expr, (sympy.Number, sympy.NumberSymbol)):
-        return expr  # type: ignore[return-value]
+        return expr
     args = [from_sympy(arg, symbols, location) for arg in expr.args]
     if isinstance(expr, sympy.Add):
         return sympy.Add(*args)

@@ -80,13 +80,9 @@ _TABLE: tuple[FunctionInfo, ...] = (
     FunctionInfo("log1p", 1, lambda f, i: 1 / (1 + _arg(f)), "torch.log1p({0})", "math.log1p({0})"),
     FunctionInfo("expm1", 1, lambda f, i: f + 1, "torch.expm1({0})", "math.expm1({0})"),
     FunctionInfo("sqrt", 1, lambda f, i: _HALF / f, "torch.sqrt({0})", "math.sqrt({0})"),
-    FunctionInfo(
-        "rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "1 / math.sqrt({0})"
-    ),
+    FunctionInfo("rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "1 / math.sqrt({0})"),
     FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
-    FunctionInfo(
-        "cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"
-    ),
+    FunctionInfo("cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"),
     FunctionInfo("tan", 1, lambda f, i: 1 + f**2, "torch.tan({0})", "math.tan({0})"),
     FunctionInfo("tanh", 1, lambda f, i: 1 - f**2, "torch.tanh({0})", "math.tanh({0})"),
     FunctionInfo(
@@ -195,8 +191,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
 )
 
 _CLASSES: dict[str, type[ElementwiseFunction]] = {
-    info.name: type(info.name, (ElementwiseFunction,), {"nargs": info.arity})
-    for info in _TABLE
+    info.name: type(info.name, (ElementwiseFunction,), {"nargs": info.arity}) for info in _TABLE
 }
 
 # Every function by its language name.

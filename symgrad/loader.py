@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 import yaml
 
@@ -34,11 +33,9 @@ _SpecLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:float"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", _FLOAT_PATTERN, list("-+0123456789.")
-)
+_SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_PATTERN, list("-+0123456789."))
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
@@ -81,9 +78,7 @@ def _location(source: str, mark: yaml.Mark | None) -> Location:
     return Location(source, mark.line + 1, mark.column + 1)
 
 
-def _convert(
-    node: yaml.Node, source: str, loader: _SpecLoader, depth: int, seen: set[int]
-) -> Node:
+def _convert(node: yaml.Node, source: str, loader: _SpecLoader, depth: int, seen: set[int]) -> Node:
     location = _location(source, node.start_mark)
     if depth > _MAX_DEPTH:
         raise SpecError(location, "the spec is nested too deeply")

@@ -327,7 +327,7 @@ def _expression(node: Node, symbols: Mapping[str, sympy.Symbol], path: str) -> s
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
         raise SpecError(node.location, f"expected an expression, got {_kind(node)}", path)
     try:
-        return expressions.from_sympy(value, symbols, node.location)  # type: ignore[arg-type]
+        return expressions.from_sympy(value, symbols, node.location)
     except SpecError as error:
         raise SpecError(error.location, error.message, path) from None
 
@@ -398,9 +398,7 @@ def _parse_outputs(
         except SpecError as error:
             raise _later_name_error(error, output_names, value, path) from None
         if not expr.free_symbols & tensor_names:
-            raise SpecError(
-                value.location, "the output does not depend on any tensor input", path
-            )
+            raise SpecError(value.location, "the output does not depend on any tensor input", path)
         outputs.append(Output(name, sympy.Symbol(name, real=True), expr, location))
     return tuple(outputs)
 

@@ -100,7 +100,7 @@ class TorchPrinter(StrPrinter):
     def _print_Derivative(self, expr: sympy.Basic) -> str:
         raise UnprintableError(f"symgrad cannot print an unevaluated derivative: {expr}")
 
-    def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's hook name)
+    def emptyPrinter(self, expr: Any) -> str:
         raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
 
 

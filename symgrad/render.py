@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import random
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import black
 import jinja2
 import sympy
+from black.mode import TargetVersion
 
 from symgrad.derive import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
@@ -25,7 +27,7 @@ from symgrad.model import Input, InputType, Spec
 from symgrad.printer import TorchPrinter, UnprintableError
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
-_BLACK_MODE = black.Mode(line_length=88, target_versions={black.TargetVersion.PY39})
+_BLACK_MODE = black.Mode(line_length=88, target_versions={TargetVersion.PY39})
 
 _ANNOTATIONS = {
     InputType.TENSOR: "torch.Tensor",
@@ -111,7 +113,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     spec = derived.spec
     namer = Namer(derived.names)
     names = _BackwardNames(derived, namer)
-    context = {
+    context: dict[str, Any] = {
         "version": version,
         "source": spec.source,
         "summary": _summary(spec),
@@ -134,7 +136,9 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "needs": names.needs_unpacking,
         "input_grads": [names.grad[i.name] for i in spec.differentiable_inputs],
         "recomputed": [_block(b, printer, names) for b in derived.recomputed],
-        "backward": [_output_backward(p, printer, names) for p in derived.backward],
+        "backward": [
+            _output_backward(p, printer, names, len(spec.outputs) > 1) for p in derived.backward
+        ],
         "returns": names.returns,
         "reduce_helper": names.reduce_helper,
         "accumulate_helper": names.accumulate_helper,
@@ -142,9 +146,9 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     if len(spec.outputs) == 1:
         # One output: its shared work can join the recomputation under the same guards.
         context["recomputed"] = _merge_blocks(
-            context["recomputed"] + context["backward"][0]["shared"]
+            context["recomputed"] + context["backward"][0]["blocks"]
         )
-        context["backward"][0]["shared"] = []
+        context["backward"][0]["blocks"] = []
     context["grad_output_names"] = [_grad_output_name(spec, derived, o.name) for o in spec.outputs]
     context["uses_math"] = printer.uses_math
     return context
@@ -212,11 +216,28 @@ def _formulas(derived: Derived) -> dict[str, list[str]]:
         f"d{output}/d{name} = {_readable(expr)}"
         for (output, name), expr in derived.partials.items()
     ]
-    return {"forward": forward, "derivatives": derivatives}
+    return {
+        "forward": [part for line in forward for part in _wrap_formula(line)],
+        "derivatives": [part for line in derivatives for part in _wrap_formula(line)],
+    }
+
+
+# Docstring formulas wrap at this width and are cut after this many characters.
+_FORMULA_WIDTH = 84
+_FORMULA_MAX_CHARS = 600
 
 
 def _readable(expr: sympy.Expr) -> str:
     return str(sympy.sstr(expr, order="none"))
+
+
+def _wrap_formula(line: str) -> list[str]:
+    """Wrap a `name = formula` line for the docstring, eliding very long formulas."""
+    if len(line) > _FORMULA_MAX_CHARS:
+        line = line[:_FORMULA_MAX_CHARS].rsplit(" ", 1)[0] + " ..."
+    return textwrap.wrap(
+        line, _FORMULA_WIDTH, subsequent_indent="    ", break_on_hyphens=False
+    ) or [line]
 
 
 def _parameter(item: Input) -> str:
@@ -244,25 +265,20 @@ def _block(block: GuardedBlock, printer: TorchPrinter, names: _BackwardNames) ->
 
 
 def _output_backward(
-    part: OutputBackward, printer: TorchPrinter, names: _BackwardNames
+    part: OutputBackward, printer: TorchPrinter, names: _BackwardNames, several: bool
 ) -> dict[str, Any]:
-    gradients = []
+    """The guarded blocks that add one output's contribution to each input gradient."""
+    blocks = [_block(b, printer, names) for b in part.shared]
     for gradient in part.gradients:
         target = names.grad[gradient.input.name]
         term = printer.doprint(gradient.expr)
-        gradients.append(
-            {
-                "guard": names.guard([gradient.input]),
-                "lines": [_statement(a, printer) for a in gradient.statements],
-                "target": target,
-                "term": term,
-            }
+        if several:
+            term = f"{names.accumulate_helper}({target}, {term})"
+        lines = [_statement(a, printer) for a in gradient.statements]
+        blocks.append(
+            {"guard": names.guard([gradient.input]), "lines": [*lines, f"{target} = {term}"]}
         )
-    return {
-        "grad": part.grad.name,
-        "shared": [_block(b, printer, names) for b in part.shared],
-        "gradients": gradients,
-    }
+    return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
 
 
 # --- The generated test -------------------------------------------------------------

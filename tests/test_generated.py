@@ -1,0 +1,86 @@
+"""The committed generated/ folder is exactly what symgrad writes for examples/.
+
+generated/ doubles as the golden files: a change to the generator shows up here as a
+diff. After an intended change, rewrite them with `python -m pytest --update-goldens`
+(the same as `symgrad gen examples -o generated`) and review the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import black
+import pytest
+
+import symgrad
+from symgrad.render import _BLACK_MODE
+
+# pycodestyle, pyflakes, bugbear and pyupgrade: stricter than ruff's default rule set.
+RUFF_RULES = "--select=E,F,W,B,UP"
+EXAMPLES = sorted(Path("examples").glob("*.yaml"), key=str)
+
+
+def _expected_files(repo_root: Path) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for spec_path in sorted((repo_root / "examples").glob("*.yaml")):
+        files.update(symgrad.generate(symgrad.load_spec(spec_path.relative_to(repo_root))))
+    return files
+
+
+def test_there_are_enough_examples(repo_root: Path) -> None:
+    assert len(list((repo_root / "examples").glob("*.yaml"))) >= 8
+
+
+def test_generated_folder_is_up_to_date(repo_root: Path, update_goldens: bool) -> None:
+    expected = _expected_files(repo_root)
+    folder = repo_root / "generated"
+    if update_goldens:
+        for stale in set(p.name for p in folder.glob("*.py")) - set(expected):
+            (folder / stale).unlink()
+        symgrad.write_files(expected, folder)
+    actual = {p.name: p.read_text(encoding="utf-8") for p in folder.glob("*.py")}
+    assert sorted(actual) == sorted(expected), "generated/ holds other files than examples/ make"
+    for name, text in expected.items():
+        if actual[name] != text:
+            diff = "".join(
+                difflib.unified_diff(
+                    actual[name].splitlines(True), text.splitlines(True), name, "expected"
+                )
+            )
+            pytest.fail(f"generated/{name} is stale; run pytest --update-goldens\n{diff}")
+
+
+def test_output_is_black_stable_and_free_of_absolute_paths(repo_root: Path) -> None:
+    for name, text in _expected_files(repo_root).items():
+        assert black.format_str(text, mode=_BLACK_MODE) == text, name
+        assert str(repo_root) not in text, name
+        assert "\\" not in text.splitlines()[0], name
+
+
+def test_output_is_identical_under_any_hash_seed(repo_root: Path, tmp_path: Path) -> None:
+    outputs = []
+    for seed in ("0", "1", "12345"):
+        folder = tmp_path / seed
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run(
+            [sys.executable, "-m", "symgrad", "gen", "examples", "-o", str(folder), "-q"],
+            check=True,
+            env=env,
+            cwd=repo_root,
+        )
+        outputs.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert len(outputs[0]) == 2 * len(EXAMPLES)
+
+
+def test_generated_code_passes_ruff(repo_root: Path) -> None:
+    ruff = Path(sys.executable).with_name("ruff")
+    if not ruff.exists():
+        pytest.skip("ruff is not installed next to this Python")
+    command = [str(ruff), "check", "--no-cache", "--isolated", "--line-length=88", RUFF_RULES]
+    result = subprocess.run([*command, "generated"], cwd=repo_root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout

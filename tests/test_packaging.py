@@ -1,0 +1,47 @@
+"""A wheel carries the templates, and an installed symgrad finds them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+
+def test_wheel_ships_templates_and_works_when_installed(repo_root: Path, tmp_path: Path) -> None:
+    pytest.importorskip("hatchling")
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path / "dist")],
+        check=True,
+        cwd=repo_root,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("symgrad-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(tmp_path / "site")
+    assert "symgrad/templates/function.py.jinja" in names
+    assert "symgrad/templates/test_function.py.jinja" in names
+    # Run the unpacked wheel (first on PYTHONPATH) from elsewhere: it must find its own
+    # templates, not the checkout's.
+    result = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(repo_root / "examples" / "mish.yaml")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "site" / "symgrad" / "templates")
+
+
+_SCRIPT = """
+import sys
+import symgrad, symgrad.render
+files = symgrad.generate(symgrad.load_spec(sys.argv[1]))
+assert "class Mish(torch.autograd.Function)" in files["mish.py"]
+print(symgrad.render.templates_directory())
+"""
