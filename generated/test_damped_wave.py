@@ -42,22 +42,16 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    x = _uniform((8, 1), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    t = _uniform((1, 5), 0.0, 3.0, generator).to(device, dtype).requires_grad_()
-    gamma = 0.3
-    beta = 2.0
-    omega = 1.5
-    E = 1.0
-    n = 2
-    return (
-        x,
-        t,
-        gamma,
-        beta,
-        omega,
-        E,
-        n,
-    )
+    samples = {
+        "x": _uniform((8, 1), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
+        "t": _uniform((1, 5), 0.0, 3.0, generator).to(device, dtype).requires_grad_(),
+        "gamma": 0.3,
+        "beta": 2.0,
+        "omega": 1.5,
+        "E": 1.0,
+        "n": 2,
+    }
+    return tuple(samples.values())
 
 
 def reference(x, t, gamma, beta, omega, E, n) -> tuple[torch.Tensor, ...]:

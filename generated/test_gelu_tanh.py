@@ -43,8 +43,10 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    x = _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    return (x,)
+    samples = {
+        "x": _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
+    }
+    return tuple(samples.values())
 
 
 def reference(x) -> tuple[torch.Tensor, ...]:

@@ -42,14 +42,12 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    x = _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    m = _uniform((3, 4), 0.0, 1.0, generator).to(device, dtype)
-    strength = 0.5
-    return (
-        x,
-        m,
-        strength,
-    )
+    samples = {
+        "x": _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
+        "m": _uniform((3, 4), 0.0, 1.0, generator).to(device, dtype),
+        "strength": 0.5,
+    }
+    return tuple(samples.values())
 
 
 def reference(x, m, strength) -> tuple[torch.Tensor, ...]:

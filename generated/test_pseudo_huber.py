@@ -42,16 +42,16 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    prediction = (
-        _uniform((5, 3), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    )
-    target = _uniform((5, 3), -2.0, 2.0, generator).to(device, dtype)
-    delta = _uniform((5, 3), 0.5, 2.0, generator).to(device, dtype).requires_grad_()
-    return (
-        prediction,
-        target,
-        delta,
-    )
+    samples = {
+        "prediction": _uniform((5, 3), -2.0, 2.0, generator)
+        .to(device, dtype)
+        .requires_grad_(),
+        "target": _uniform((5, 3), -2.0, 2.0, generator).to(device, dtype),
+        "delta": _uniform((5, 3), 0.5, 2.0, generator)
+        .to(device, dtype)
+        .requires_grad_(),
+    }
+    return tuple(samples.values())
 
 
 def reference(prediction, target, delta) -> tuple[torch.Tensor, ...]:

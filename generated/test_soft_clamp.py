@@ -42,14 +42,12 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    x = _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    lo = 0.0
-    hi = 1.0
-    return (
-        x,
-        lo,
-        hi,
-    )
+    samples = {
+        "x": _uniform((3, 4), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
+        "lo": 0.0,
+        "hi": 1.0,
+    }
+    return tuple(samples.values())
 
 
 def reference(x, lo, hi) -> tuple[torch.Tensor, ...]:

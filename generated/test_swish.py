@@ -42,12 +42,11 @@ def make_inputs(
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
     generator = torch.Generator().manual_seed(0)
-    x = _uniform((4, 6), -2.0, 2.0, generator).to(device, dtype).requires_grad_()
-    beta = _uniform((6,), 0.5, 2.0, generator).to(device, dtype).requires_grad_()
-    return (
-        x,
-        beta,
-    )
+    samples = {
+        "x": _uniform((4, 6), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
+        "beta": _uniform((6,), 0.5, 2.0, generator).to(device, dtype).requires_grad_(),
+    }
+    return tuple(samples.values())
 
 
 def reference(x, beta) -> tuple[torch.Tensor, ...]:

@@ -141,6 +141,8 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         ],
         "returns": names.returns,
         "reduce_helper": names.reduce_helper,
+        "inputs_parameter": names.inputs_parameter,
+        "output_parameter": names.output_parameter,
         "accumulate_helper": names.accumulate_helper,
     }
     if len(spec.outputs) == 1:
@@ -179,6 +181,8 @@ class _BackwardNames:
         spec = derived.spec
         self.need = {i.name: namer.fresh(f"need_{i.name}") for i in spec.differentiable_inputs}
         self.grad = {i.name: namer.fresh(f"grad_{i.name}") for i in spec.differentiable_inputs}
+        self.inputs_parameter = namer.fresh("inputs")
+        self.output_parameter = namer.fresh("output")
         self.reduce_helper = namer.fresh("_reduce_to")
         self.accumulate_helper = namer.fresh("_accumulate")
         self.shapes_attribute = "input_shapes"
@@ -303,9 +307,13 @@ def default_domain(item: Input) -> tuple[float, float]:
 
 
 def default_shape(spec: Spec) -> tuple[int, ...]:
-    """The test shape of tensors declared without one: the declared shapes broadcast,
-    padded on the left to two dimensions (a plain (3, 4) when no shape is declared)."""
-    shapes = [i.shape for i in spec.tensor_inputs if i.shape is not None]
+    """The test shape of tensors declared without one.
+
+    It is the broadcast of the declared shapes, padded on the left to two dimensions, with
+    size-1 leading dimensions widened to 3 so that broadcasting is exercised; (3, 4) when
+    no input declares a shape with dimensions.
+    """
+    shapes = [i.shape for i in spec.tensor_inputs if i.shape]
     if not shapes:
         return (3, 4)
     rank = max(2, *(len(s) for s in shapes))
