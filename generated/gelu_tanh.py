@@ -48,10 +48,12 @@ class GeluTanh(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
-            _t0 = torch.tanh(inner)
-            _t1 = (1 - _t0**2) * math.sqrt(2 / math.pi)
-            grad_x = grad_y * (0.5 + 0.5 * _t0 + 0.5 * _t1 * x + 0.0670725 * _t1 * x**3)
+            _t0 = x**3
+            _t1 = math.sqrt(2 / math.pi)
+            inner = _t1 * (x + 0.044715 * _t0)
+            _t2 = torch.tanh(inner)
+            _t3 = _t1 * (1 - _t2**2)
+            grad_x = grad_y * (0.5 + 0.5 * _t2 + 0.5 * _t3 * x + 0.0670725 * _t0 * _t3)
         return _reduce_to(grad_x, x.shape)
 
 

@@ -59,14 +59,14 @@ class LogisticMoments(torch.autograd.Function):
         (z_shape,) = ctx.input_shapes
         (need_z,) = ctx.needs_input_grad
         grad_z = None
+        if need_z:
+            _t0 = mean * (1 - mean)
         if grad_mean is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, grad_mean * mean * (1 - mean))
+                grad_z = _accumulate(grad_z, _t0 * grad_mean)
         if grad_variance is not None:
             if need_z:
-                grad_z = _accumulate(
-                    grad_z, grad_variance * mean * (1 - mean) * (1 - 2 * mean)
-                )
+                grad_z = _accumulate(grad_z, _t0 * grad_variance * (1 - 2 * mean))
         return _reduce_to(grad_z, z_shape)
 
 

@@ -50,15 +50,14 @@ class PseudoHuber(torch.autograd.Function):
         need_prediction, _, need_delta = ctx.needs_input_grad
         grad_prediction = grad_delta = None
         if need_prediction or need_delta:
-            r = (prediction - target) / delta
-            _t0 = torch.sqrt(1 + r**2)
-            _t1 = r / _t0
+            _t0 = prediction - target
+            r = _t0 / delta
+            _t1 = torch.sqrt(1 + r**2)
+            _t2 = r / _t1
         if need_prediction:
-            grad_prediction = _t1 * grad_loss * delta
+            grad_prediction = _t2 * grad_loss * delta
         if need_delta:
-            grad_delta = grad_loss * (
-                -_t1 * (prediction - target) + 2 * delta * (-1 + _t0)
-            )
+            grad_delta = grad_loss * (-_t0 * _t2 + 2 * delta * (-1 + _t1))
         return (
             _reduce_to(grad_prediction, prediction.shape),
             None,

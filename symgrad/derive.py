@@ -8,116 +8,25 @@ hands the accumulated adjoint of an intermediate to the assignment that defines 
 Each sweep costs a constant factor of the forward, so the backward stays proportional
 to the forward however large the formula is; no unbounded `sympy.simplify` is run.
 
-Note [What the backward saves]: after the sweep, every subexpression equal to a value of
-the forward is replaced by that value's name. The backward may then read tensor inputs
-and outputs, which are saved with `save_for_backward`; numbers, which are stored on ctx;
-and intermediates, which it recomputes from those. Saving an intermediate computed in
-the forward would break double backward (it carries no graph), so none is saved.
+After the sweep, every subexpression equal to a value of the forward is replaced by
+that value's name, so the backward reads saved outputs and recomputes named values
+instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import sympy
 
 from symgrad import functions
-from symgrad.model import Input, Output, Spec
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """`target = expr`, one statement of generated code."""
-
-    target: sympy.Symbol
-    expr: sympy.Expr
-
-
-@dataclass(frozen=True)
-class GuardedBlock:
-    """Statements that run only when one of `inputs` needs a gradient."""
-
-    inputs: tuple[Input, ...]
-    statements: tuple[Assignment, ...]
-
-
-@dataclass(frozen=True)
-class InputGradient:
-    """One output's contribution to one input's gradient."""
-
-    input: Input
-    # Temporaries only this contribution uses, computed inside its guard.
-    statements: tuple[Assignment, ...]
-    # grad_output times d output / d input, in the shape of the output.
-    expr: sympy.Expr
-
-
-@dataclass(frozen=True)
-class OutputBackward:
-    """The part of the backward driven by one output's incoming gradient."""
-
-    output: Output
-    # The symbol of the incoming gradient (`grad_y`).
-    grad: sympy.Symbol
-    # Temporaries shared by the gradients of several inputs.
-    shared: tuple[GuardedBlock, ...]
-    gradients: tuple[InputGradient, ...]
-
-
-@dataclass(frozen=True)
-class Derived:
-    """Everything an emitter needs: the forward, the backward and what to save."""
-
-    spec: Spec
-    # The forward as straight-line code; outputs are assigned to their own names.
-    forward: tuple[Assignment, ...]
-    # Tensor inputs and outputs the backward reads, in declaration order.
-    saved_tensors: tuple[sympy.Symbol, ...]
-    # Number inputs the backward reads.
-    saved_numbers: tuple[Input, ...]
-    # Differentiable inputs whose shape the backward needs but that are not saved.
-    saved_shapes: tuple[Input, ...]
-    # Forward values the backward recomputes, guarded by the inputs that need them.
-    recomputed: tuple[GuardedBlock, ...]
-    backward: tuple[OutputBackward, ...]
-    # d output / d input for the docstring, keyed by (output name, input name).
-    partials: Mapping[tuple[str, str], sympy.Expr]
-    # Every symbol that stands for a tensor (inputs, values, gradients, temporaries).
-    tensor_symbols: frozenset[sympy.Symbol]
-    # Every name the generated code uses, so emitters can pick fresh ones.
-    names: frozenset[str]
-
-
-class Namer:
-    """Hands out names that collide with nothing the user declared or we already made."""
-
-    def __init__(self, taken: Iterable[str]) -> None:
-        self.taken = set(taken)
-        self.counter = itertools.count()
-
-    def fresh(self, base: str) -> str:
-        name = base
-        while name in self.taken:
-            name += "_"
-        self.taken.add(name)
-        return name
-
-    def temporary(self) -> sympy.Symbol:
-        while True:
-            name = f"_t{next(self.counter)}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return sympy.Symbol(name, real=True)
-
-    def temporaries(self) -> Iterator[sympy.Symbol]:
-        while True:
-            yield self.temporary()
+from symgrad.derived import Assignment, Derived, Namer
+from symgrad.model import Spec
+from symgrad.plan import BackwardPlan, OutputGradients, closure, cse, plan_backward
 
 
 def derive(spec: Spec) -> Derived:
-    """Differentiate `spec` and plan its backward."""
+    """Differentiate `spec` and schedule its backward."""
     namer = Namer(_declared_names(spec))
     forward = _forward_assignments(spec, namer)
     outputs = {o.symbol for o in spec.outputs}
@@ -125,7 +34,7 @@ def derive(spec: Spec) -> Derived:
     differentiable = {i.symbol for i in spec.differentiable_inputs}
     known_values = _known_values(spec, forward)
 
-    sweeps: list[tuple[Output, sympy.Symbol, dict[Input, sympy.Expr]]] = []
+    parts = []
     for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
         adjoints = _reverse_sweep(assignment.expr, grad, intermediates, differentiable)
@@ -134,37 +43,21 @@ def derive(spec: Spec) -> Derived:
             for i in spec.differentiable_inputs
             if adjoints.get(i.symbol, 0) != 0
         }
-        sweeps.append((output, grad, gradients))
+        parts.append(OutputGradients(output, grad, gradients))
 
-    backward = tuple(_plan_output_backward(o, g, grads, namer) for o, g, grads in sweeps)
-    needed = _free_symbols_of_backward(backward)
-    recomputed = _plan_recomputation(intermediates, needed, backward)
-    reads = needed | _free_symbols_of_blocks(recomputed)
-    saved_tensors = tuple(
-        s
-        for s in [*(i.symbol for i in spec.tensor_inputs), *(o.symbol for o in spec.outputs)]
-        if s in reads
-    )
-    saved_numbers = tuple(i for i in spec.inputs if not i.is_tensor and i.symbol in reads)
-    saved_shapes = tuple(
-        i
-        for i in spec.differentiable_inputs
-        if i.symbol not in saved_tensors and any(_uses_input(b, i) for b in backward)
-    )
-    tensors = _tensor_symbols(spec, forward, backward, recomputed)
+    plan = plan_backward(spec, intermediates, parts, namer)
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
-    partials = _partials(sweeps, temporaries)
     return Derived(
         spec=spec,
         forward=forward,
-        saved_tensors=saved_tensors,
-        saved_numbers=saved_numbers,
-        saved_shapes=saved_shapes,
-        recomputed=recomputed,
-        backward=backward,
-        partials=partials,
-        tensor_symbols=frozenset(tensors),
+        saved_tensors=plan.saved_tensors,
+        saved_numbers=plan.saved_numbers,
+        saved_shapes=plan.saved_shapes,
+        prelude=plan.prelude,
+        backward=plan.outputs,
+        partials=_partials(parts, temporaries),
+        tensor_symbols=frozenset(_tensor_symbols(spec, forward, plan)),
         names=frozenset(namer.taken),
     )
 
@@ -186,13 +79,13 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
-    temporaries, reduced = _cse([s.expr for s in statements], namer)
+    temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
     forward: list[Assignment] = []
     for statement, expr in zip(statements, reduced, strict=True):
         used = expr.free_symbols
         # Emit each temporary just before the first statement that needs it.
-        needed = _closure(used, pending)
+        needed = closure(used, pending)
         forward += [a for a in pending if a.target in needed]
         pending = [a for a in pending if a.target not in needed]
         forward.append(Assignment(statement.target, expr))
@@ -424,125 +317,16 @@ def _local_partial(node: sympy.Basic, index: int) -> sympy.Expr:
     raise TypeError(f"symgrad has no derivative rule for {type(node).__name__}: {node}")
 
 
-def _plan_output_backward(
-    output: Output, grad: sympy.Symbol, gradients: Mapping[Input, sympy.Expr], namer: Namer
-) -> OutputBackward:
-    """Share work between the input gradients of one output, guarded by need."""
-    inputs = list(gradients)
-    temporaries, reduced = _cse([gradients[i] for i in inputs], namer)
-    users = _users(temporaries, list(zip(inputs, reduced, strict=True)))
-    shared = _group_by_users([a for a in temporaries if len(users[a.target]) > 1], users, inputs)
-    input_gradients = tuple(
-        InputGradient(
-            i,
-            tuple(a for a in temporaries if users[a.target] == (i,)),
-            expr,
-        )
-        for i, expr in zip(inputs, reduced, strict=True)
-    )
-    return OutputBackward(output, grad, shared, input_gradients)
-
-
-def _users(
-    temporaries: Sequence[Assignment], consumers: Sequence[tuple[Input, sympy.Expr]]
-) -> dict[sympy.Basic, tuple[Input, ...]]:
-    """For each temporary, the inputs whose gradient needs it, in input order."""
-    order = {i: n for n, (i, _) in enumerate(consumers)}
-    users: dict[sympy.Basic, set[Input]] = {a.target: set() for a in temporaries}
-    for consumer, expr in consumers:
-        for symbol in expr.free_symbols & users.keys():
-            users[symbol].add(consumer)
-    for assignment in reversed(temporaries):
-        for symbol in assignment.expr.free_symbols & users.keys():
-            users[symbol] |= users[assignment.target]
-    return {t: tuple(sorted(u, key=order.__getitem__)) for t, u in users.items()}
-
-
-def _group_by_users(
-    statements: Sequence[Assignment],
-    users: Mapping[sympy.Basic, tuple[Input, ...]],
-    inputs: Sequence[Input],
-) -> tuple[GuardedBlock, ...]:
-    """Group statements into blocks with one guard each, keeping dependencies in order.
-
-    A statement's users include the users of everything that reads it, so sorting by
-    decreasing number of users (stably) never moves a statement after its readers.
-    """
-    ordered = sorted(statements, key=lambda a: -len(users[a.target]))
-    blocks: list[GuardedBlock] = []
-    for guard, group in itertools.groupby(ordered, key=lambda a: users[a.target]):
-        blocks.append(GuardedBlock(guard, tuple(group)))
-    return tuple(blocks)
-
-
-def _free_symbols_of_backward(backward: Sequence[OutputBackward]) -> set[sympy.Basic]:
-    symbols: set[sympy.Basic] = set()
-    for part in backward:
-        symbols |= _free_symbols_of_blocks(part.shared)
-        for gradient in part.gradients:
-            symbols |= gradient.expr.free_symbols
-            symbols |= _free_symbols_of_statements(gradient.statements)
-    return symbols
-
-
-def _free_symbols_of_blocks(blocks: Iterable[GuardedBlock]) -> set[sympy.Basic]:
-    symbols: set[sympy.Basic] = set()
-    for block in blocks:
-        symbols |= _free_symbols_of_statements(block.statements)
-    return symbols
-
-
-def _free_symbols_of_statements(statements: Iterable[Assignment]) -> set[sympy.Basic]:
-    symbols: set[sympy.Basic] = set()
-    for statement in statements:
-        symbols |= statement.expr.free_symbols
-    return symbols
-
-
-def _plan_recomputation(
-    intermediates: Sequence[Assignment],
-    needed: set[sympy.Basic],
-    backward: Sequence[OutputBackward],
-) -> tuple[GuardedBlock, ...]:
-    """The forward intermediates the backward reads, each guarded by the inputs that need it."""
-    inputs: list[Input] = []
-    users: dict[sympy.Basic, set[Input]] = {}
-    for part in backward:
-        for gradient in part.gradients:
-            if gradient.input not in inputs:
-                inputs.append(gradient.input)
-            reads = gradient.expr.free_symbols | _free_symbols_of_statements(gradient.statements)
-            for block in part.shared:
-                if gradient.input in block.inputs:
-                    reads |= _free_symbols_of_statements(block.statements)
-            for symbol in reads:
-                users.setdefault(symbol, set()).add(gradient.input)
-    kept = [a for a in intermediates if a.target in _closure(needed, intermediates)]
-    for assignment in reversed(kept):
-        for symbol in assignment.expr.free_symbols:
-            users.setdefault(symbol, set()).update(users.get(assignment.target, set()))
-    order = {i: n for n, i in enumerate(inputs)}
-    by_users = {a.target: tuple(sorted(users[a.target], key=order.__getitem__)) for a in kept}
-    return _group_by_users(kept, by_users, inputs)
-
-
-def _uses_input(part: OutputBackward, item: Input) -> bool:
-    return any(g.input == item for g in part.gradients)
-
-
 def _tensor_symbols(
-    spec: Spec,
-    forward: Sequence[Assignment],
-    backward: Sequence[OutputBackward],
-    recomputed: Sequence[GuardedBlock],
+    spec: Spec, forward: Sequence[Assignment], plan: BackwardPlan
 ) -> set[sympy.Basic]:
-    """Symbols holding tensors: tensor inputs and anything computed from a tensor."""
+    """Symbols holding tensors: tensor inputs, incoming gradients and values computed from them."""
     tensors: set[sympy.Basic] = {i.symbol for i in spec.tensor_inputs}
-    tensors |= {part.grad for part in backward}
+    tensors |= {part.grad for part in plan.outputs}
     statements: list[Assignment] = list(forward)
-    for block in recomputed:
+    for block in plan.prelude:
         statements += block.statements
-    for part in backward:
+    for part in plan.outputs:
         for block in part.shared:
             statements += block.statements
         for gradient in part.gradients:
@@ -554,15 +338,14 @@ def _tensor_symbols(
 
 
 def _partials(
-    sweeps: Sequence[tuple[Output, sympy.Symbol, Mapping[Input, sympy.Expr]]],
-    temporaries: Mapping[sympy.Basic, sympy.Expr],
+    parts: Sequence[OutputGradients], temporaries: Mapping[sympy.Basic, sympy.Expr]
 ) -> dict[tuple[str, str], sympy.Expr]:
     """d output / d input with symgrad's temporaries expanded, for the docstring."""
     partials = {}
-    for output, grad, gradients in sweeps:
-        for item, expr in gradients.items():
-            partial = expr.xreplace({grad: sympy.Integer(1)})
+    for part in parts:
+        for item, expr in part.gradients.items():
+            partial = expr.xreplace({part.grad: sympy.Integer(1)})
             while partial.free_symbols & temporaries.keys():
                 partial = partial.xreplace(temporaries)
-            partials[(output.name, item.name)] = partial
+            partials[(part.output.name, item.name)] = partial
     return partials

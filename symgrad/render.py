@@ -21,7 +21,7 @@ import jinja2
 import sympy
 from black.mode import TargetVersion
 
-from symgrad.derive import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
 from symgrad.model import Input, InputType, Spec
 from symgrad.printer import TorchPrinter, UnprintableError
@@ -135,7 +135,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "several_outputs": len(spec.outputs) > 1,
         "needs": names.needs_unpacking,
         "input_grads": [names.grad[i.name] for i in spec.differentiable_inputs],
-        "recomputed": [_block(b, printer, names) for b in derived.recomputed],
+        "prelude": [_block(b, printer, names) for b in derived.prelude],
         "backward": [
             _output_backward(p, printer, names, len(spec.outputs) > 1) for p in derived.backward
         ],
@@ -147,8 +147,8 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     }
     if len(spec.outputs) == 1:
         # One output: its shared work can join the recomputation under the same guards.
-        context["recomputed"] = _merge_blocks(
-            context["recomputed"] + context["backward"][0]["blocks"]
+        context["prelude"] = _merge_blocks(
+            context["prelude"] + context["backward"][0]["blocks"]
         )
         context["backward"][0]["blocks"] = []
     context["grad_output_names"] = [_grad_output_name(spec, derived, o.name) for o in spec.outputs]

@@ -1,0 +1,108 @@
+"""The differentiated model that emitters print: the forward and a scheduled backward.
+
+Everything here is plain data over sympy expressions; names are already chosen. An
+emitter (Python today; C++ or a fused kernel later) only prints it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import sympy
+
+from symgrad.model import Input, Output, Spec
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """`target = expr`, one statement of generated code."""
+
+    target: sympy.Symbol
+    expr: sympy.Expr
+
+
+@dataclass(frozen=True)
+class GuardedBlock:
+    """Statements that run only when one of `inputs` needs a gradient."""
+
+    inputs: tuple[Input, ...]
+    statements: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class InputGradient:
+    """One output's contribution to one input's gradient."""
+
+    input: Input
+    # Statements only this contribution uses, computed inside its guard.
+    statements: tuple[Assignment, ...]
+    # grad_output times d output / d input, in the shape of the output.
+    expr: sympy.Expr
+
+
+@dataclass(frozen=True)
+class OutputBackward:
+    """The part of the backward that runs when one output's incoming gradient exists."""
+
+    output: Output
+    # The symbol of the incoming gradient (`grad_y`).
+    grad: sympy.Symbol
+    # Statements several of this output's input gradients use.
+    shared: tuple[GuardedBlock, ...]
+    gradients: tuple[InputGradient, ...]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Everything an emitter needs: the forward, the backward and what to save."""
+
+    spec: Spec
+    # The forward as straight-line code; outputs are assigned to their own names.
+    forward: tuple[Assignment, ...]
+    # Tensor inputs and outputs the backward reads, in declaration order.
+    saved_tensors: tuple[sympy.Symbol, ...]
+    # Number inputs the backward reads.
+    saved_numbers: tuple[Input, ...]
+    # Differentiable inputs whose shape the backward needs but that are not saved.
+    saved_shapes: tuple[Input, ...]
+    # Statements that the parts of several outputs use (recomputed forward values and
+    # shared temporaries), guarded by the inputs that need them.
+    prelude: tuple[GuardedBlock, ...]
+    backward: tuple[OutputBackward, ...]
+    # d output / d input for the docstring, keyed by (output name, input name).
+    partials: Mapping[tuple[str, str], sympy.Expr]
+    # Every symbol that stands for a tensor (inputs, values, gradients, temporaries).
+    tensor_symbols: frozenset[sympy.Basic]
+    # Every name the generated code uses, so emitters can pick fresh ones.
+    names: frozenset[str]
+
+
+class Namer:
+    """Hands out names that collide with nothing the user declared or we already made."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self.taken = set(taken)
+        self.counter = itertools.count()
+
+    def fresh(self, base: str) -> str:
+        """`base`, or `base` with underscores appended until it is free."""
+        name = base
+        while name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        return name
+
+    def temporary(self) -> sympy.Symbol:
+        """The next free `_tN` symbol."""
+        while True:
+            name = f"_t{next(self.counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return sympy.Symbol(name, real=True)
+
+    def temporaries(self) -> Iterator[sympy.Symbol]:
+        """An endless supply of temporaries, for sympy.cse."""
+        while True:
+            yield self.temporary()

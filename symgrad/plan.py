@@ -1,0 +1,202 @@
+"""Schedule the backward: share work, place each statement, decide what to save.
+
+Input: for each output, the gradient expressions of its inputs (from `symgrad.derive`),
+which read forward values by name. The plan recomputes the forward values they read,
+runs one common-subexpression pass over those values and all gradients together, and
+places every resulting statement where it costs least:
+
+- used by the parts of several outputs -> the prelude, which always runs;
+- used by one output's part only -> inside `if grad_<output> is not None`, so an
+  output nobody used costs nothing;
+- inside those, used by several inputs' gradients -> a block guarded by
+  `need_a or need_b`; used by one input only -> inside that input's `if need_x`.
+
+Note [What the backward saves]: the backward reads tensor inputs and outputs, which are
+saved with `save_for_backward`; numbers, which are stored on ctx; and recomputes every
+intermediate from those. Saving an intermediate computed in the forward would break
+double backward (it carries no graph), so none is saved.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from symgrad.derived import Assignment, GuardedBlock, InputGradient, Namer, OutputBackward
+from symgrad.model import Input, Output, Spec
+
+
+@dataclass(frozen=True)
+class OutputGradients:
+    """One output's incoming-gradient symbol and the gradient it sends to each input."""
+
+    output: Output
+    grad: sympy.Symbol
+    gradients: Mapping[Input, sympy.Expr]
+
+
+@dataclass(frozen=True)
+class BackwardPlan:
+    """The scheduled backward and what it reads from the forward."""
+
+    prelude: tuple[GuardedBlock, ...]
+    outputs: tuple[OutputBackward, ...]
+    saved_tensors: tuple[sympy.Symbol, ...]
+    saved_numbers: tuple[Input, ...]
+    saved_shapes: tuple[Input, ...]
+
+
+@dataclass
+class _Use:
+    """Who reads a statement's value, directly or through other statements."""
+
+    # Indices of the outputs whose part reads it.
+    outputs: set[int]
+    # The inputs whose gradient reads it.
+    inputs: set[Input]
+
+
+def plan_backward(
+    spec: Spec,
+    intermediates: Sequence[Assignment],
+    parts: Sequence[OutputGradients],
+    namer: Namer,
+) -> BackwardPlan:
+    """Schedule the backward for `parts`, recomputing the `intermediates` it reads."""
+    consumers = [
+        (k, item, expr) for k, part in enumerate(parts) for item, expr in part.gradients.items()
+    ]
+    read = _free_symbols(expr for _, _, expr in consumers)
+    recomputed = [a for a in intermediates if a.target in closure(read, intermediates)]
+    temporaries, reduced = cse([a.expr for a in recomputed] + [e for _, _, e in consumers], namer)
+    statements = _topological(
+        temporaries + [Assignment(a.target, e) for a, e in zip(recomputed, reduced, strict=False)]
+    )
+    gradient_exprs = reduced[len(recomputed) :]
+    uses = _uses(
+        statements, [(k, i, e) for (k, i, _), e in zip(consumers, gradient_exprs, strict=True)]
+    )
+
+    input_order = {item: n for n, item in enumerate(spec.inputs)}
+    prelude = [s for s in statements if len(uses[s.target].outputs) > 1]
+    outputs = []
+    for k, part in enumerate(parts):
+        local = [s for s in statements if uses[s.target].outputs == {k}]
+        shared = [s for s in local if len(uses[s.target].inputs) > 1]
+        gradients = tuple(
+            InputGradient(
+                item,
+                tuple(s for s in local if uses[s.target].inputs == {item}),
+                expr,
+            )
+            for (j, item, _), expr in zip(consumers, gradient_exprs, strict=True)
+            if j == k
+        )
+        blocks = _group_by_inputs(shared, uses, input_order)
+        outputs.append(OutputBackward(part.output, part.grad, blocks, gradients))
+
+    reads = _free_symbols(s.expr for s in statements) | _free_symbols(gradient_exprs)
+    return BackwardPlan(
+        prelude=_group_by_inputs(prelude, uses, input_order),
+        outputs=tuple(outputs),
+        saved_tensors=tuple(
+            symbol
+            for symbol in [
+                *(i.symbol for i in spec.tensor_inputs),
+                *(o.symbol for o in spec.outputs),
+            ]
+            if symbol in reads
+        ),
+        saved_numbers=tuple(i for i in spec.inputs if not i.is_tensor and i.symbol in reads),
+        saved_shapes=tuple(
+            i
+            for i in spec.differentiable_inputs
+            if i.symbol not in reads and any(i in part.gradients for part in parts)
+        ),
+    )
+
+
+def _free_symbols(exprs: Iterable[sympy.Expr]) -> set[sympy.Basic]:
+    symbols: set[sympy.Basic] = set()
+    for expr in exprs:
+        symbols |= expr.free_symbols
+    return symbols
+
+
+def closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[sympy.Basic]:
+    """The targets in `assignments` that `used` depends on, directly or not."""
+    needed: set[sympy.Basic] = set()
+    frontier = set(used)
+    for assignment in reversed(assignments):
+        if assignment.target in frontier:
+            needed.add(assignment.target)
+            frontier |= assignment.expr.free_symbols
+    return needed
+
+
+def cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
+    """Name the subexpressions that occur more than once across `exprs`."""
+    replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
+    return [Assignment(t, e) for t, e in replacements], list(reduced)
+
+
+def _topological(statements: Sequence[Assignment]) -> list[Assignment]:
+    """Order statements so each comes after those it reads, otherwise keeping their order."""
+    targets = {s.target for s in statements}
+    done: set[sympy.Basic] = set()
+    ordered: list[Assignment] = []
+    pending = list(statements)
+    while pending:
+        waiting = []
+        for statement in pending:
+            if (statement.expr.free_symbols & targets) <= done:
+                ordered.append(statement)
+                done.add(statement.target)
+            else:
+                waiting.append(statement)
+        if len(waiting) == len(pending):
+            raise AssertionError("cyclic backward statements")
+        pending = waiting
+    return ordered
+
+
+def _uses(
+    statements: Sequence[Assignment],
+    consumers: Sequence[tuple[int, Input, sympy.Expr]],
+) -> dict[sympy.Basic, _Use]:
+    """For each statement, the outputs and inputs whose gradients read it."""
+    uses = {s.target: _Use(set(), set()) for s in statements}
+    for output, item, expr in consumers:
+        for symbol in expr.free_symbols & uses.keys():
+            uses[symbol].outputs.add(output)
+            uses[symbol].inputs.add(item)
+    for statement in reversed(statements):
+        reader = uses[statement.target]
+        for symbol in statement.expr.free_symbols & uses.keys():
+            uses[symbol].outputs |= reader.outputs
+            uses[symbol].inputs |= reader.inputs
+    return uses
+
+
+def _group_by_inputs(
+    statements: Sequence[Assignment],
+    uses: Mapping[sympy.Basic, _Use],
+    input_order: Mapping[Input, int],
+) -> tuple[GuardedBlock, ...]:
+    """Group statements into blocks with one guard each, keeping dependencies in order.
+
+    A statement's users include the users of everything that reads it, so sorting by
+    decreasing number of users (stably) never moves a statement after its readers.
+    """
+
+    def guard(statement: Assignment) -> tuple[Input, ...]:
+        return tuple(sorted(uses[statement.target].inputs, key=input_order.__getitem__))
+
+    ordered = sorted(statements, key=lambda s: -len(uses[s.target].inputs))
+    return tuple(
+        GuardedBlock(inputs, tuple(group))
+        for inputs, group in itertools.groupby(ordered, key=guard)
+    )
