@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 from collections.abc import Mapping
 
 import sympy
@@ -21,8 +22,8 @@ from symgrad.errors import Location, SpecError
 MAX_EXPRESSION_CHARS = 20_000
 MAX_EXPRESSION_NODES = 10_000
 MAX_EXPRESSION_DEPTH = 100
-# Largest integer power of a number literal that is folded into a constant (in bits).
-_MAX_CONSTANT_BITS = 4096
+# Largest exact constant (in bits); a float64 holds up to 2**1024.
+MAX_CONSTANT_BITS = 1000
 
 # Constants of the language; a declared name of the same spelling shadows them.
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
@@ -41,10 +42,16 @@ class _Builder:
     """Walks one parsed expression and builds its sympy tree."""
 
     def __init__(
-        self, text: str, symbols: Mapping[str, sympy.Symbol], location: Location, style: str
+        self,
+        text: str,
+        symbols: Mapping[str, sympy.Symbol],
+        location: Location,
+        style: str,
+        unavailable: Mapping[str, str],
     ) -> None:
         self.lines = text.split("\n")
         self.symbols = symbols
+        self.unavailable = unavailable
         self.location = location
         self.style = style
         self.node_count = 0
@@ -81,13 +88,19 @@ class _Builder:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(node, f"{value!r} is not a number")
         if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.error(node, "constant is too large to represent")
             return sympy.Float(repr(value))
+        if value.bit_length() > MAX_CONSTANT_BITS:
+            raise self.error(node, "constant is too large to represent")
         return sympy.Integer(value)
 
     def build_Name(self, node: ast.Name, depth: int) -> sympy.Expr:
         name = node.id
         if name in self.symbols:
             return self.symbols[name]
+        if name in self.unavailable:
+            raise self.error(node, f"{name!r} {self.unavailable[name]}")
         if name in CONSTANTS:
             return CONSTANTS[name]
         if name in functions.SPELLINGS:
@@ -98,39 +111,72 @@ class _Builder:
     def build_UnaryOp(self, node: ast.UnaryOp, depth: int) -> sympy.Expr:
         operand = self.build(node.operand, depth)
         if isinstance(node.op, ast.USub):
-            return -operand
+            return self.checked_constant(node, -operand)
         if isinstance(node.op, ast.UAdd):
             return operand
-        raise self.error(node, f"operator {_describe(node.op)} is not allowed")
+        raise self.error(node, _operator_message(node.op))
 
     def build_BinOp(self, node: ast.BinOp, depth: int) -> sympy.Expr:
         if type(node.op) not in _BINARY_OPERATORS:
-            raise self.error(node, f"operator {_describe(node.op)} is not allowed")
+            raise self.error(self.operator_position(node), _operator_message(node.op))
         left = self.build(node.left, depth)
         right = self.build(node.right, depth)
         if isinstance(node.op, ast.Add):
-            return left + right
-        if isinstance(node.op, ast.Sub):
-            return left - right
-        if isinstance(node.op, ast.Mult):
-            return left * right
-        if isinstance(node.op, ast.Div):
-            if right == 0:
+            result = left + right
+        elif isinstance(node.op, ast.Sub):
+            result = left - right
+        elif isinstance(node.op, ast.Mult):
+            result = left * right
+        elif isinstance(node.op, ast.Div):
+            if right.is_zero:
                 raise self.error(node.right, "division by zero")
-            return left / right
-        return self.power(node, left, right)
+            result = left / right
+        else:
+            result = self.power(node, left, right)
+        return self.checked_constant(node, result)
+
+    def operator_position(self, node: ast.BinOp) -> ast.AST:
+        """A node placed at the operator token between the operands of `node`."""
+        line = self.lines[0].encode()
+        start = getattr(node.left, "end_col_offset", None)
+        if node.left.end_lineno != 1 or start is None:
+            return node
+        offset = start + len(line[start:]) - len(line[start:].lstrip(b" )\t"))
+        return ast.Constant(value=0, lineno=1, col_offset=offset)
 
     def power(self, node: ast.BinOp, base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr:
         if base == sympy.E:
             return functions.call("exp", exponent)
-        if base.is_Number and exponent.is_Number:
-            if base == 0 and exponent.is_negative:
-                raise self.error(node, "division by zero")
-            if exponent.is_Integer and abs(base) > 1:
-                bits = abs(int(exponent)) * float(sympy.log(abs(base), 2).evalf())
-                if bits > _MAX_CONSTANT_BITS:
-                    raise self.error(node, "constant is too large to represent")
+        if not (base.is_Number and exponent.is_Number):
+            return base**exponent
+        if base.is_zero and exponent.is_negative:
+            raise self.error(node, "division by zero")
+        if base.is_Float or exponent.is_Float:
+            try:
+                value = float(base) ** float(exponent)
+            except (OverflowError, ZeroDivisionError):
+                raise self.error(node, "constant is too large to represent") from None
+            if isinstance(value, complex):
+                raise self.error(node, "constant is not a real number")
+            return sympy.Float(value)
+        # Exact powers: bound the size of the result before sympy computes it.
+        rational = sympy.Rational(base)
+        size = math.log2(abs(rational.p) + 1) + math.log2(rational.q)
+        if size > 0 and abs(float(exponent)) * size > MAX_CONSTANT_BITS:
+            raise self.error(node, "constant is too large to represent")
         return base**exponent
+
+    def checked_constant(self, node: ast.AST, value: sympy.Expr) -> sympy.Expr:
+        """Refuse a constant part that is infinite, undefined or complex."""
+        if not value.is_number:
+            return value
+        if value.has(sympy.zoo, sympy.nan):
+            raise self.error(node, "division by zero")
+        if value.has(sympy.oo, -sympy.oo):
+            raise self.error(node, "constant is too large to represent")
+        if value.is_real is False or value.has(sympy.I):
+            raise self.error(node, "constant is not a real number")
+        return value
 
     def build_Call(self, node: ast.Call, depth: int) -> sympy.Expr:
         if not isinstance(node.func, ast.Name):
@@ -142,39 +188,67 @@ class _Builder:
             hint = did_you_mean(spelling, functions.SPELLINGS)
             raise self.error(node.func, f"unknown function {spelling!r}{hint}")
         if node.keywords:
-            raise self.error(node.keywords[0].value, f"{spelling}() takes no keyword arguments")
+            raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
         info = functions.FUNCTIONS[functions.SPELLINGS[spelling]]
         if len(node.args) != info.arity:
-            plural = "s" if info.arity != 1 else ""
-            given = len(node.args)
-            raise self.error(
-                node.func, f"{spelling}() takes {info.arity} argument{plural}, got {given}"
-            )
+            raise self.error(node.func, _arity_message(info, len(node.args)))
         args = [self.build(arg, depth) for arg in node.args]
-        return functions.call(spelling, *args)
+        # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
+        return self.checked_constant(node, functions.call(spelling, *args))
+
+
+_DESCRIPTIONS: dict[type[ast.AST], str] = {
+    ast.Attribute: "attribute access",
+    ast.Lambda: "a lambda",
+    ast.ListComp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.GeneratorExp: "a comprehension",
+    ast.Subscript: "indexing",
+    ast.Compare: "a comparison",
+    ast.BoolOp: "a boolean operator",
+    ast.IfExp: "a conditional expression",
+    ast.Starred: "unpacking",
+    ast.Tuple: "a tuple",
+    ast.List: "a list",
+    ast.Dict: "a dict",
+    ast.Set: "a set",
+    ast.JoinedStr: "an f-string",
+    ast.NamedExpr: "an assignment (:=)",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.YieldFrom: "yield",
+    ast.Slice: "a slice",
+}
+
+_OPERATOR_SPELLINGS: dict[type[ast.AST], str] = {
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.MatMult: "@",
+    ast.BitXor: "^",
+    ast.BitOr: "|",
+    ast.BitAnd: "&",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.Not: "not",
+    ast.Invert: "~",
+}
+
+
+def _arity_message(info: functions.FunctionInfo, given: int) -> str:
+    plural = "s" if info.arity != 1 else ""
+    return f"{info.name}() takes {info.arity} argument{plural}, got {given}"
 
 
 def _describe(node: ast.AST) -> str:
     """A short human name for an AST node type."""
-    names = {
-        ast.Attribute: "attribute access",
-        ast.Lambda: "a lambda",
-        ast.ListComp: "a comprehension",
-        ast.SetComp: "a comprehension",
-        ast.DictComp: "a comprehension",
-        ast.GeneratorExp: "a comprehension",
-        ast.Subscript: "indexing",
-        ast.Compare: "a comparison",
-        ast.BoolOp: "a boolean operator",
-        ast.IfExp: "a conditional expression",
-        ast.Starred: "unpacking",
-        ast.FloorDiv: "'//'",
-        ast.Mod: "'%'",
-        ast.MatMult: "'@'",
-        ast.Not: "'not'",
-        ast.Invert: "'~'",
-    }
-    return names.get(type(node), f"'{type(node).__name__}'")
+    return _DESCRIPTIONS.get(type(node), f"'{type(node).__name__}'")
+
+
+def _operator_message(operator: ast.AST) -> str:
+    spelling = _OPERATOR_SPELLINGS.get(type(operator), type(operator).__name__)
+    hint = "; use ** for powers" if isinstance(operator, ast.BitXor) else ""
+    return f"operator {spelling!r} is not allowed{hint}"
 
 
 def parse_expression(
@@ -182,21 +256,34 @@ def parse_expression(
     symbols: Mapping[str, sympy.Symbol],
     location: Location,
     style: str = "plain",
+    unavailable: Mapping[str, str] | None = None,
 ) -> sympy.Expr:
     """Parse `text` into a sympy expression over `symbols`; errors point into the spec.
 
     `location` is where the text starts in the spec and `style` how it is written there
     ("plain", "quoted" or "block"), so that errors can name the column of the bad token.
+    `unavailable` maps names declared elsewhere in the spec to why they cannot be used.
     """
     if len(text) > MAX_EXPRESSION_CHARS:
         raise SpecError(location, f"expression is longer than {MAX_EXPRESSION_CHARS} characters")
     if not text.strip():
         raise SpecError(location, "expression is empty")
-    builder = _Builder(text, symbols, location, style)
+    source = text.strip()
+    if "\n" in source:
+        # Several lines: parse them as one, and point errors at the start of the value.
+        source, style = " ".join(source.split()), "block"
+    else:
+        # Positions below are in `source`; text stripped from the left shifts them.
+        location = (
+            location.shifted(0, len(text) - len(text.lstrip())) if style != "block" else location
+        )
+    builder = _Builder(source, symbols, location, style, unavailable or {})
     try:
-        tree = ast.parse(text.strip("\n"), mode="eval")
+        tree = ast.parse(source, mode="eval")
     except SyntaxError as error:
-        column = (error.offset or 1) - 1
+        # SyntaxError counts characters; AST nodes (and token_location) count UTF-8 bytes.
+        characters = max((error.offset or 1) - 1, 0)
+        column = len(source[:characters].encode())
         position = ast.Constant(value=0, lineno=error.lineno or 1, col_offset=column)
         raise builder.error(position, f"invalid expression: {error.msg}") from None
     except (RecursionError, MemoryError, ValueError) as error:
@@ -212,7 +299,7 @@ def from_sympy(
 ) -> sympy.Expr:
     """Rebuild a user-given sympy expression over the spec's symbols and functions."""
     if isinstance(expr, (int, float)) and not isinstance(expr, bool):
-        return sympy.sympify(expr)
+        expr = sympy.sympify(expr)
     if not isinstance(expr, sympy.Basic):
         raise SpecError(location, f"expected an expression, got {type(expr).__name__}")
     if isinstance(expr, sympy.Symbol):
@@ -220,19 +307,23 @@ def from_sympy(
             hint = did_you_mean(expr.name, symbols)
             raise SpecError(location, f"unknown name {expr.name!r}{hint}")
         return symbols[expr.name]
-    if isinstance(expr, (sympy.Number, sympy.NumberSymbol)):
+    if isinstance(expr, sympy.NumberSymbol) and expr in (sympy.pi, sympy.E):
         return expr
+    if isinstance(expr, sympy.Number):
+        if not expr.is_finite:
+            raise SpecError(location, f"constant {expr} is not a finite number")
+        return expr
+    if isinstance(expr, sympy.Function) and type(expr).__name__ in functions.SPELLINGS:
+        info = functions.FUNCTIONS[functions.SPELLINGS[type(expr).__name__]]
+        if len(expr.args) != info.arity:
+            raise SpecError(location, _arity_message(info, len(expr.args)))
+    elif not isinstance(expr, (sympy.Add, sympy.Mul, sympy.Pow)):
+        raise SpecError(location, f"unsupported sympy expression {type(expr).__name__}: {expr}")
     args = [from_sympy(arg, symbols, location) for arg in expr.args]
     if isinstance(expr, sympy.Add):
         return sympy.Add(*args)
     if isinstance(expr, sympy.Mul):
         return sympy.Mul(*args)
     if isinstance(expr, sympy.Pow):
-        if args[0] == sympy.E:
-            return functions.call("exp", args[1])
-        return sympy.Pow(*args)
-    if isinstance(expr, sympy.Function):
-        name = type(expr).__name__
-        if name in functions.SPELLINGS:
-            return functions.call(name, *args)
-    raise SpecError(location, f"unsupported sympy expression {type(expr).__name__}: {expr}")
+        return functions.call("exp", args[1]) if args[0] == sympy.E else sympy.Pow(*args)
+    return functions.call(type(expr).__name__, *args)

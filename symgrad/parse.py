@@ -9,10 +9,11 @@ from __future__ import annotations
 import keyword
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sympy
+from sympy.core.facts import InconsistentAssumptions
 
 from symgrad import expr as expressions
 from symgrad import functions
@@ -24,11 +25,12 @@ _TOP_KEYS = ("name", "module", "doc", "inputs", "where", "outputs")
 _INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
 _ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 # Names the generated code itself uses at module or function scope.
-RESERVED_NAMES = frozenset({"ctx", "torch", "math"})
+RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
 _CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 # Bounds on a test shape, so that generated tests stay small.
 _MAX_TEST_ELEMENTS = 4096
+_MAX_TEST_DIMENSIONS = 8
 
 
 def snake_case(name: str) -> str:
@@ -59,8 +61,10 @@ def parse_spec(root: Node, source: str) -> Spec:
     inputs = _parse_inputs(fields.require("inputs"), name)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
     where_node = fields.optional("where")
-    intermediates = _parse_where(where_node, symbols, name) if where_node else ()
-    outputs = _parse_outputs(fields.require("outputs"), symbols, inputs, intermediates, name)
+    outputs_node = fields.require("outputs")
+    output_names = list(outputs_node.value) if isinstance(outputs_node.value, dict) else []
+    intermediates = _parse_where(where_node, symbols, name, output_names) if where_node else ()
+    outputs = _parse_outputs(outputs_node, symbols, inputs, intermediates, name)
     fields.finish()
     return Spec(name, module, doc, inputs, intermediates, outputs, source)
 
@@ -76,18 +80,22 @@ class _Section:
         self.items = dict(node.value)
         self.path = path
         self.allowed = allowed
+        # Unknown keys first: a misspelt key would otherwise read as a missing one.
+        self._refuse_unknown(key for key in self.items if key not in allowed)
 
     def require(self, key: str) -> Node:
         if key not in self.items:
-            where = f" in {self.path}" if self.path else ""
-            raise SpecError(self.node.location, f"missing required key {key!r}{where}")
+            raise SpecError(self.node.location, f"missing required key {key!r}", self.path)
         return self.items.pop(key)
 
     def optional(self, key: str) -> Node | None:
         return self.items.pop(key, None)
 
     def finish(self) -> None:
-        for key in self.items:
+        self._refuse_unknown(self.items)
+
+    def _refuse_unknown(self, keys: Iterable[str]) -> None:
+        for key in keys:
             assert self.node.key_locations is not None
             hint = expressions.did_you_mean(key, self.allowed)
             allowed = ", ".join(self.allowed)
@@ -124,7 +132,9 @@ def _class_name(node: Node) -> str:
 
 def _module_name(node: Node) -> str:
     module = _string(node, "module")
-    if not _MODULE_NAME.match(module) or keyword.iskeyword(module) or module in RESERVED_NAMES:
+    if module in RESERVED_NAMES:
+        raise SpecError(node.location, _reserved_message(module), "module")
+    if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
         raise SpecError(
             node.location, f"expected a snake_case module name, got {module!r}", "module"
         )
@@ -135,15 +145,19 @@ def _check_name(name: str, location: Location, path: str, class_name: str) -> No
     """Refuse names that are not identifiers or that the generated code needs."""
     if not name.isidentifier():
         raise SpecError(location, f"{name!r} is not a valid Python identifier", path)
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+    if keyword.iskeyword(name):
         raise SpecError(location, f"{name!r} is a Python keyword", path)
     if name in RESERVED_NAMES:
-        reserved = ", ".join(sorted(RESERVED_NAMES))
-        raise SpecError(location, f"{name!r} is reserved (reserved names: {reserved})", path)
+        raise SpecError(location, _reserved_message(name), path)
     if name in functions.SPELLINGS:
         raise SpecError(location, f"{name!r} is a function of the language", path)
     if name == class_name:
         raise SpecError(location, f"{name!r} is the name of the class", path)
+
+
+def _reserved_message(name: str) -> str:
+    reserved = ", ".join(sorted(RESERVED_NAMES))
+    return f"{name!r} is reserved (reserved names: {reserved})"
 
 
 def _named_entries(node: Node, path: str, class_name: str) -> list[tuple[str, Location, Node]]:
@@ -187,7 +201,7 @@ def _check_default_order(inputs: tuple[Input, ...]) -> None:
 def _parse_input(name: str, location: Location, node: Node) -> Input:
     path = f"inputs.{name}"
     if isinstance(node.value, str):
-        type_node, fields = node, None
+        type_node, fields, assume_node = node, None, None
     else:
         fields = _Section(node, path, _INPUT_KEYS)
         type_node = fields.require("type")
@@ -197,7 +211,8 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
     shape = domain = default = None
     requires_grad = is_tensor
     if fields is not None:
-        assumptions = _assumptions(fields.optional("assume"), f"{path}.assume")
+        assume_node = fields.optional("assume")
+        assumptions = _assumptions(assume_node, f"{path}.assume")
         shape = _tensor_only(fields.optional("shape"), is_tensor, f"{path}.shape", _shape)
         domain = _domain(fields.optional("domain"), f"{path}.domain")
         grad_node = _tensor_only(
@@ -208,7 +223,13 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
         if default_node is not None:
             default = _default(default_node, input_type, f"{path}.default")
         fields.finish()
-    symbol = _make_symbol(name, input_type, assumptions, location, path)
+    symbol = _make_symbol(name, input_type, assumptions)
+    if symbol is None:
+        assert assume_node is not None
+        conflict = ", ".join(assumptions)
+        raise SpecError(
+            assume_node.location, f"inconsistent assumptions: {conflict}", f"{path}.assume"
+        )
     return Input(
         name, input_type, symbol, requires_grad, default, shape, domain, assumptions, location
     )
@@ -258,8 +279,14 @@ def _assumptions(node: Node | None, path: str) -> tuple[str, ...]:
 
 
 def _shape(node: Node, path: str) -> tuple[int, ...]:
-    if not isinstance(node.value, list) or len(node.value) > 8:
+    if not isinstance(node.value, list):
         raise SpecError(node.location, f"expected a list of sizes, got {_kind(node)}", path)
+    if len(node.value) > _MAX_TEST_DIMENSIONS:
+        raise SpecError(
+            node.location,
+            f"expected at most {_MAX_TEST_DIMENSIONS} sizes, got {len(node.value)}",
+            path,
+        )
     sizes = []
     for item in node.value:
         size = item.value
@@ -305,23 +332,31 @@ def _default(node: Node, input_type: InputType, path: str) -> Number:
 
 
 def _make_symbol(
-    name: str, input_type: InputType, assumptions: tuple[str, ...], location: Location, path: str
-) -> sympy.Symbol:
+    name: str, input_type: InputType, assumptions: tuple[str, ...]
+) -> sympy.Symbol | None:
+    """The input's real symbol with its assumptions, or None if they contradict."""
     flags = {"real": True, **{a: True for a in assumptions}}
     if input_type is InputType.INT:
         flags["integer"] = True
     try:
         return sympy.Symbol(name, **flags)
-    except Exception as error:  # sympy.core.assumptions.InconsistentAssumptions
-        raise SpecError(location, f"inconsistent assumptions: {error}", path) from None
+    except InconsistentAssumptions:
+        return None
 
 
-def _expression(node: Node, symbols: Mapping[str, sympy.Symbol], path: str) -> sympy.Expr:
+def _expression(
+    node: Node,
+    symbols: Mapping[str, sympy.Symbol],
+    path: str,
+    unavailable: Mapping[str, str] | None = None,
+) -> sympy.Expr:
     """An expression value: a string in the language, a number, or a sympy expression."""
     value = node.value
     if isinstance(value, str):
         try:
-            return expressions.parse_expression(value, symbols, node.location, node.style)
+            return expressions.parse_expression(
+                value, symbols, node.location, node.style, unavailable
+            )
         except SpecError as error:
             raise SpecError(error.location, error.message, path) from None
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
@@ -332,33 +367,25 @@ def _expression(node: Node, symbols: Mapping[str, sympy.Symbol], path: str) -> s
         raise SpecError(error.location, error.message, path) from None
 
 
-def _later_name_error(
-    error: SpecError, later: Mapping[str, str], node: Node, path: str
-) -> SpecError:
-    """Explain a reference to a name that is declared, but later or in another section."""
-    for name, why in later.items():
-        if f"unknown name {name!r}" in error.message:
-            return SpecError(error.location, f"{name!r} {why}", path)
-    return error
+_ONLY_EARLIER = "each name may use only inputs and earlier names"
 
 
 def _parse_where(
-    node: Node, symbols: dict[str, sympy.Symbol], class_name: str
+    node: Node, symbols: dict[str, sympy.Symbol], class_name: str, output_names: list[str]
 ) -> tuple[Intermediate, ...]:
     entries = _named_entries(node, "where", class_name)
     _check_unique(entries, symbols, "where")
     intermediates = []
     for index, (name, location, value) in enumerate(entries):
-        path = f"where.{name}"
-        later = {
-            later_name: "is defined later in where (or refers to itself): a cycle; "
-            "each name may use only inputs and earlier names"
-            for later_name, _, _ in entries[index:]
-        }
-        try:
-            expr = _expression(value, symbols, path)
-        except SpecError as error:
-            raise _later_name_error(error, later, value, path) from None
+        unavailable = {n: f"is an output; {_ONLY_EARLIER}" for n in output_names}
+        unavailable.update(
+            {
+                later: f"is defined later in where; {_ONLY_EARLIER}"
+                for later, _, _ in entries[index:]
+            }
+        )
+        unavailable[name] = f"refers to itself; {_ONLY_EARLIER}"
+        expr = _expression(value, symbols, f"where.{name}", unavailable)
         symbol = sympy.Symbol(name, real=True)
         symbols[name] = symbol
         intermediates.append(Intermediate(name, symbol, expr, location))
@@ -384,7 +411,7 @@ def _parse_outputs(
     if not entries:
         raise SpecError(node.location, "declare at least one output", "outputs")
     _check_unique(entries, symbols, "outputs")
-    output_names = {
+    unavailable = {
         name: "is an output; outputs cannot use each other: name the shared value in where"
         for name, _, _ in entries
     }
@@ -393,10 +420,7 @@ def _parse_outputs(
     outputs = []
     for name, location, value in entries:
         path = f"outputs.{name}"
-        try:
-            expr = _expression(value, symbols, path)
-        except SpecError as error:
-            raise _later_name_error(error, output_names, value, path) from None
+        expr = _expression(value, symbols, path, unavailable)
         if not expr.free_symbols & tensor_names:
             raise SpecError(value.location, "the output does not depend on any tensor input", path)
         outputs.append(Output(name, sympy.Symbol(name, real=True), expr, location))

@@ -147,9 +147,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     }
     if len(spec.outputs) == 1:
         # One output: its shared work can join the recomputation under the same guards.
-        context["prelude"] = _merge_blocks(
-            context["prelude"] + context["backward"][0]["blocks"]
-        )
+        context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
         context["backward"][0]["blocks"] = []
     context["grad_output_names"] = [_grad_output_name(spec, derived, o.name) for o in spec.outputs]
     context["uses_math"] = printer.uses_math
