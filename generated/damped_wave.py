@@ -31,6 +31,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class DampedWave(torch.autograd.Function):
     """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) ** n."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(
         x: torch.Tensor,

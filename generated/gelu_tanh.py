@@ -31,6 +31,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class GeluTanh(torch.autograd.Function):
     """GELU activation, tanh approximation."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
         inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)

@@ -36,6 +36,9 @@ def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
 class LogisticMoments(torch.autograd.Function):
     """Mean and variance of a Bernoulli variable with logit z."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = torch.sigmoid(z)

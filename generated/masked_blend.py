@@ -28,6 +28,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class MaskedBlend(torch.autograd.Function):
     """Blend x with tanh(x) under a fixed mask m."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(
         x: torch.Tensor, m: torch.Tensor, strength: float = 0.5

@@ -28,6 +28,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class Mish(torch.autograd.Function):
     """Mish activation x * tanh(softplus(x))."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
         y = x * torch.tanh(torch.nn.functional.softplus(x))

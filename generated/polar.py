@@ -38,6 +38,9 @@ def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
 class Polar(torch.autograd.Function):
     """Convert Cartesian coordinates (x > 0) to polar ones."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r2 = y**2 + x**2

@@ -31,6 +31,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class PseudoHuber(torch.autograd.Function):
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(
         prediction: torch.Tensor, target: torch.Tensor, delta: torch.Tensor

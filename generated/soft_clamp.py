@@ -29,6 +29,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class SoftClamp(torch.autograd.Function):
     """Squash x smoothly into the interval (lo, hi)."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(x: torch.Tensor, lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
         s = torch.sigmoid(x)

@@ -29,6 +29,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 class Swish(torch.autograd.Function):
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
 
+    # forward and backward are plain torch operations: torch.func.vmap can batch them.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         y = x * torch.sigmoid(beta * x)

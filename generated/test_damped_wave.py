@@ -38,10 +38,10 @@ def _uniform(
 
 
 def make_inputs(
-    dtype: torch.dtype = torch.float64, device: str = "cpu"
+    dtype: torch.dtype = torch.float64, device: str = "cpu", seed: int = 0
 ) -> tuple[Any, ...]:
     """The test inputs: tensors sampled with a fixed seed, numbers fixed."""
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     samples = {
         "x": _uniform((8, 1), -2.0, 2.0, generator).to(device, dtype).requires_grad_(),
         "t": _uniform((1, 5), 0.0, 3.0, generator).to(device, dtype).requires_grad_(),
@@ -122,3 +122,34 @@ def test_low_precision(device: str, dtype: torch.dtype) -> None:
     for grad, want, item in zip(grads, wants, _differentiable(inputs), strict=True):
         assert grad.dtype == dtype and grad.shape == item.shape
         torch.testing.assert_close(grad, want.to(dtype), rtol=rtol, atol=atol)
+
+
+def test_vmap_matches_a_loop() -> None:
+    examples = [make_inputs(seed=seed) for seed in range(3)]
+    tensors = [
+        n for n, value in enumerate(examples[0]) if isinstance(value, torch.Tensor)
+    ]
+    wrt = tuple(n for n in tensors if examples[0][n].requires_grad)
+    batched = [
+        torch.stack([e[n].detach() for e in examples]) if n in tensors else value
+        for n, value in enumerate(examples[0])
+    ]
+    in_dims = tuple(0 if n in tensors else None for n in range(len(batched)))
+
+    def total(*args: Any) -> torch.Tensor:
+        return sum(o.sum() for o in _as_tuple(damped_wave(*args)))  # type: ignore[return-value]
+
+    values = torch.func.vmap(damped_wave, in_dims=in_dims)(*batched)
+    grads = torch.func.vmap(torch.func.grad(total, argnums=wrt), in_dims=in_dims)(
+        *batched
+    )
+    for k, example in enumerate(examples):
+        detached = [v.detach() if isinstance(v, torch.Tensor) else v for v in example]
+        for value, want in zip(
+            _as_tuple(values), _as_tuple(damped_wave(*detached)), strict=True
+        ):
+            torch.testing.assert_close(value[k], want)
+        for grad, want in zip(
+            grads, torch.func.grad(total, argnums=wrt)(*detached), strict=True
+        ):
+            torch.testing.assert_close(grad[k], want)

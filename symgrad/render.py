@@ -366,4 +366,5 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "reference": reference,
         "outputs": [o.name for o in spec.outputs],
         "uses_math": printer.uses_math,
+        "has_gradients": any(part.gradients for part in derived.backward),
     }
