@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 import sympy
 
 from symgrad import functions
-from symgrad.derived import Assignment, Derived, Namer
+from symgrad.derived import Assignment, Derived, Namer, closure, cse
 from symgrad.model import Spec
-from symgrad.plan import BackwardPlan, OutputGradients, closure, cse, plan_backward
+from symgrad.plan import BackwardPlan, OutputGradients, plan_backward
 
 
 def derive(spec: Spec) -> Derived:
@@ -90,23 +90,6 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
         pending = [a for a in pending if a.target not in needed]
         forward.append(Assignment(statement.target, expr))
     return tuple(forward)
-
-
-def _closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[sympy.Basic]:
-    """The targets in `assignments` that `used` depends on, directly or not."""
-    needed: set[sympy.Basic] = set()
-    frontier = set(used)
-    for assignment in reversed(assignments):
-        if assignment.target in frontier:
-            needed.add(assignment.target)
-            frontier |= assignment.expr.free_symbols
-    return needed
-
-
-def _cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
-    """Name the subexpressions that occur more than once across `exprs`."""
-    replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
-    return [Assignment(t, e) for t, e in replacements], list(reduced)
 
 
 def _output_assignments(spec: Spec, forward: Sequence[Assignment]) -> list[Assignment]:

@@ -7,7 +7,7 @@ emitter (Python today; C++ or a fused kernel later) only prints it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -106,3 +106,20 @@ class Namer:
         """An endless supply of temporaries, for sympy.cse."""
         while True:
             yield self.temporary()
+
+
+def closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[sympy.Basic]:
+    """The targets in `assignments` that `used` depends on, directly or not."""
+    needed: set[sympy.Basic] = set()
+    frontier = set(used)
+    for assignment in reversed(assignments):
+        if assignment.target in frontier:
+            needed.add(assignment.target)
+            frontier |= assignment.expr.free_symbols
+    return needed
+
+
+def cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
+    """Name the subexpressions that occur more than once across `exprs`."""
+    replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
+    return [Assignment(t, e) for t, e in replacements], list(reduced)

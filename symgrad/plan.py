@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 import sympy
 
-from symgrad.derived import Assignment, GuardedBlock, InputGradient, Namer, OutputBackward
+from symgrad.derived import (
+    Assignment,
+    GuardedBlock,
+    InputGradient,
+    Namer,
+    OutputBackward,
+    closure,
+    cse,
+)
 from symgrad.model import Input, Output, Spec
 
 
@@ -124,23 +132,6 @@ def _free_symbols(exprs: Iterable[sympy.Expr]) -> set[sympy.Basic]:
     for expr in exprs:
         symbols |= expr.free_symbols
     return symbols
-
-
-def closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[sympy.Basic]:
-    """The targets in `assignments` that `used` depends on, directly or not."""
-    needed: set[sympy.Basic] = set()
-    frontier = set(used)
-    for assignment in reversed(assignments):
-        if assignment.target in frontier:
-            needed.add(assignment.target)
-            frontier |= assignment.expr.free_symbols
-    return needed
-
-
-def cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
-    """Name the subexpressions that occur more than once across `exprs`."""
-    replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
-    return [Assignment(t, e) for t, e in replacements], list(reduced)
 
 
 def _topological(statements: Sequence[Assignment]) -> list[Assignment]:
