@@ -115,12 +115,12 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     names = _BackwardNames(derived, namer)
     context: dict[str, Any] = {
         "version": version,
-        "source": spec.source,
-        "summary": _summary(spec),
+        "source": escape_comment(spec.source),
+        "summary": escape_docstring(_summary(spec)),
         "formulas": _formulas(derived),
         "class_name": spec.name,
         "function_name": spec.module,
-        "doc": spec.doc or _summary(spec),
+        "doc": escape_docstring(spec.doc or _summary(spec)),
         "parameters": [_parameter(i) for i in spec.inputs],
         "input_names": [i.name for i in spec.inputs],
         "return_annotation": _return_annotation(spec),
@@ -134,7 +134,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "numbers_attribute": names.numbers_attribute,
         "several_outputs": len(spec.outputs) > 1,
         "needs": names.needs_unpacking,
-        "input_grads": [names.grad[i.name] for i in spec.differentiable_inputs],
+        "input_grads": list(names.grad.values()),
         "prelude": [_block(b, printer, names) for b in derived.prelude],
         "backward": [
             _output_backward(p, printer, names, len(spec.outputs) > 1) for p in derived.backward
@@ -149,7 +149,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         # One output: its shared work can join the recomputation under the same guards.
         context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
         context["backward"][0]["blocks"] = []
-    context["grad_output_names"] = [_grad_output_name(spec, derived, o.name) for o in spec.outputs]
+    context["grad_output_names"] = [part.grad.name for part in derived.backward]
     context["uses_math"] = printer.uses_math
     return context
 
@@ -165,11 +165,15 @@ def _merge_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def _grad_output_name(spec: Spec, derived: Derived, output_name: str) -> str:
-    for part in derived.backward:
-        if part.output.name == output_name:
-            return str(part.grad.name)
-    raise AssertionError(output_name)
+def escape_docstring(text: str) -> str:
+    """Text that can sit inside a triple-quoted docstring without ending or changing it."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return "".join(c if c.isprintable() or c in "\n" else f"\\x{ord(c):02x}" for c in text)
+
+
+def escape_comment(text: str) -> str:
+    """Text that stays inside one `#` comment line."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 class _BackwardNames:
@@ -177,8 +181,11 @@ class _BackwardNames:
 
     def __init__(self, derived: Derived, namer: Namer) -> None:
         spec = derived.spec
-        self.need = {i.name: namer.fresh(f"need_{i.name}") for i in spec.differentiable_inputs}
-        self.grad = {i.name: namer.fresh(f"grad_{i.name}") for i in spec.differentiable_inputs}
+        # Inputs that receive a gradient from at least one output, in input order.
+        receiving_names = {g.input.name for part in derived.backward for g in part.gradients}
+        receiving = [i for i in spec.differentiable_inputs if i.name in receiving_names]
+        self.need = {i.name: namer.fresh(f"need_{i.name}") for i in receiving}
+        self.grad = {i.name: namer.fresh(f"grad_{i.name}") for i in receiving}
         self.inputs_parameter = namer.fresh("inputs")
         self.output_parameter = namer.fresh("output")
         self.reduce_helper = namer.fresh("_reduce_to")
@@ -191,7 +198,7 @@ class _BackwardNames:
         shapes = {i.name: namer.fresh(f"{i.name}_shape") for i in derived.saved_shapes}
         returns = []
         for item in spec.inputs:
-            if not item.differentiable:
+            if item.name not in self.grad:
                 returns.append("None")
                 continue
             shape = f"{item.name}.shape" if item.name in saved else shapes[item.name]
@@ -357,7 +364,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
     reference += [f"{o.name} = {printer.doprint(o.expr)}" for o in spec.outputs]
     return {
         "version": version,
-        "source": spec.source,
+        "source": escape_comment(spec.source),
         "class_name": spec.name,
         "function_name": spec.module,
         "module": spec.module,

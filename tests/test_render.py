@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +86,21 @@ def test_generated_tests_pass(spec_path: Path, tmp_path: Path) -> None:
 
 def test_valid_corpus_is_not_empty() -> None:
     assert len(VALID_SPECS) >= 1
+
+
+def test_doc_and_source_text_cannot_inject_code() -> None:
+    doc = 'Text."""\nimport os\nos.system("echo injected")\n"""\\'
+    spec = symgrad.spec_from_dict(
+        {"name": "Quiet", "doc": doc, "inputs": {"x": "tensor"}, "outputs": {"y": "x"}},
+        source="odd\nname.yaml",
+    )
+    module = symgrad.generate(spec)["quiet.py"]
+    tree = ast.parse(module)
+    # Nothing but the docstring, imports, __all__, the helper, the class and the function.
+    kinds = [type(node).__name__ for node in tree.body]
+    assert kinds == [
+        *("Expr", "ImportFrom", "ImportFrom", "Import", "Assign"),
+        *("FunctionDef", "ClassDef", "FunctionDef"),
+    ]
+    assert ast.get_docstring(tree.body[-2]) == inspect.cleandoc(doc)
+    assert module.splitlines()[0].endswith("from odd\\x0aname.yaml. Do not edit:")
