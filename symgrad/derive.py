@@ -31,19 +31,25 @@ def derive(spec: Spec) -> Derived:
     forward = _forward_assignments(spec, namer)
     outputs = {o.symbol for o in spec.outputs}
     intermediates = [a for a in forward if a.target not in outputs]
-    differentiable = {i.symbol for i in spec.differentiable_inputs}
+    active = _active_symbols(spec, intermediates)
     known_values = _known_values(spec, forward)
 
     parts = []
     for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
-        adjoints = _reverse_sweep(assignment.expr, grad, intermediates, differentiable)
+        sweep = _ReverseSweep(active, namer)
+        sweep.run(assignment.expr, grad, intermediates)
+        adjoints = sweep.adjoints
         gradients = {
             i: _simplify_bounded(_reuse_forward_values(adjoints[i.symbol], known_values))
             for i in spec.differentiable_inputs
             if adjoints.get(i.symbol, 0) != 0
         }
-        parts.append(OutputGradients(output, grad, gradients))
+        statements = tuple(
+            Assignment(s.target, _reuse_forward_values(s.expr, known_values))
+            for s in sweep.statements
+        )
+        parts.append(OutputGradients(output, grad, gradients, statements))
 
     plan = plan_backward(spec, intermediates, parts, namer)
     declared = {i.symbol for i in spec.intermediates}
@@ -59,7 +65,17 @@ def derive(spec: Spec) -> Derived:
         partials=_partials(parts, temporaries),
         tensor_symbols=frozenset(_tensor_symbols(spec, forward, plan)),
         names=frozenset(namer.taken),
+        temporaries=frozenset(namer.made),
     )
+
+
+def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:
+    """Differentiable inputs and the intermediates computed from them."""
+    active: set[sympy.Basic] = {i.symbol for i in spec.differentiable_inputs}
+    for assignment in intermediates:
+        if assignment.expr.free_symbols & active:
+            active.add(assignment.target)
+    return active
 
 
 def _declared_names(spec: Spec) -> list[str]:
@@ -221,48 +237,82 @@ def _simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
     return candidate if sympy.count_ops(candidate) < size else expr
 
 
-def _reverse_sweep(
-    output_expr: sympy.Expr,
-    seed: sympy.Expr,
-    intermediates: Sequence[Assignment],
-    differentiable: set[sympy.Symbol],
-) -> dict[sympy.Basic, sympy.Expr]:
-    """Adjoints of every symbol for one output, by reverse mode over the forward DAG."""
-    active = set(differentiable)
-    for assignment in intermediates:
-        if assignment.expr.free_symbols & active:
-            active.add(assignment.target)
-    adjoints: dict[sympy.Basic, sympy.Expr] = {}
-    _backpropagate(output_expr, seed, active, adjoints)
-    for assignment in reversed(intermediates):
-        adjoint = adjoints.pop(assignment.target, None)
-        if adjoint is not None and assignment.target in active:
-            _backpropagate(assignment.expr, adjoint, active, adjoints)
-    return adjoints
+# An adjoint larger than this (in sympy operations) is named by a temporary before it is
+# passed on, so that no adjoint repeats a long product: sympy flattens products, and
+# without names each adjoint deep in a chain would copy every factor above it. Small
+# adjoints stay inline, where sympy can still cancel factors (delta**2 / delta**2).
+_INLINE_ADJOINT_OPS = 24
+# A product with more active factors than this gets prefix and suffix products, so
+# that its partials (each the product of all other factors) cost linear, not quadratic.
+_DIRECT_PRODUCT_FACTORS = 3
 
 
-def _backpropagate(
-    expr: sympy.Expr,
-    seed: sympy.Expr,
-    active: set[sympy.Symbol],
-    adjoints: dict[sympy.Basic, sympy.Expr],
-) -> None:
-    """Add seed * d expr / d symbol into `adjoints` for every active symbol in `expr`."""
-    order = _active_nodes(expr, active)
-    if not order:
-        return
-    node_adjoints: dict[sympy.Basic, sympy.Expr] = {expr: seed}
-    for node in reversed(order):
-        adjoint = node_adjoints.pop(node, None)
-        if adjoint is None:
-            continue
-        if node.is_Symbol:
-            adjoints[node] = adjoints.get(node, sympy.Integer(0)) + adjoint
-            continue
-        for index, arg in enumerate(node.args):
-            if arg in order:
-                contribution = adjoint * _local_partial(node, index)
-                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + contribution
+class _ReverseSweep:
+    """One reverse sweep: adjoints of the forward's symbols for one output."""
+
+    def __init__(self, active: set[sympy.Basic], namer: Namer) -> None:
+        self.active = active
+        self.namer = namer
+        # Named adjoints and partial products, in the order they must be computed.
+        self.statements: list[Assignment] = []
+        self.adjoints: dict[sympy.Basic, sympy.Expr] = {}
+
+    def run(
+        self, output_expr: sympy.Expr, seed: sympy.Expr, intermediates: Sequence[Assignment]
+    ) -> None:
+        self.backpropagate(output_expr, seed)
+        for assignment in reversed(intermediates):
+            adjoint = self.adjoints.pop(assignment.target, None)
+            if adjoint is not None and assignment.target in self.active:
+                self.backpropagate(assignment.expr, adjoint)
+
+    def name(self, expr: sympy.Expr) -> sympy.Expr:
+        """`expr`, or a temporary holding it when it is large."""
+        if expr.is_Atom or sympy.count_ops(expr) <= _INLINE_ADJOINT_OPS:
+            return expr
+        temporary = self.namer.temporary()
+        self.statements.append(Assignment(temporary, expr))
+        return temporary
+
+    def backpropagate(self, expr: sympy.Expr, seed: sympy.Expr) -> None:
+        """Add seed * d expr / d symbol into `adjoints` for every active symbol in `expr`."""
+        order = _active_nodes(expr, self.active)
+        if not order:
+            return
+        node_adjoints: dict[sympy.Basic, sympy.Expr] = {expr: seed}
+        for node in reversed(order):
+            adjoint = node_adjoints.pop(node, None)
+            if adjoint is None:
+                continue
+            if node.is_Symbol:
+                self.adjoints[node] = self.adjoints.get(node, sympy.Integer(0)) + adjoint
+                continue
+            adjoint = self.name(adjoint)
+            for index, partial in self.partials(node, order):
+                arg = node.args[index]
+                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + adjoint * partial
+
+    def partials(
+        self, node: sympy.Basic, order: Mapping[sympy.Basic, None]
+    ) -> list[tuple[int, sympy.Expr]]:
+        """(index, d node / d arg) for each active argument of `node`."""
+        indices = [i for i, arg in enumerate(node.args) if arg in order]
+        if isinstance(node, sympy.Mul) and len(indices) > _DIRECT_PRODUCT_FACTORS:
+            return self.product_partials(node.args, indices)
+        return [(i, _local_partial(node, i)) for i in indices]
+
+    def product_partials(
+        self, factors: tuple[sympy.Basic, ...], indices: list[int]
+    ) -> list[tuple[int, sympy.Expr]]:
+        """Partials of a product through prefix and suffix products: linear in its size."""
+        prefixes: list[sympy.Expr] = [sympy.Integer(1)]
+        for factor in factors[:-1]:
+            prefixes.append(self.name(prefixes[-1] * factor))
+        suffixes: list[sympy.Expr] = [sympy.Integer(1)]
+        for factor in reversed(factors[1:]):
+            suffixes.append(self.name(factor * suffixes[-1]))
+        suffixes.reverse()
+        return [(i, prefixes[i] * suffixes[i]) for i in indices]
 
 
 def _active_nodes(expr: sympy.Expr, active: set[sympy.Symbol]) -> dict[sympy.Basic, None]:
@@ -320,15 +370,27 @@ def _tensor_symbols(
     return tensors
 
 
+# Docstring derivatives whose expansion grows past this many operations are not shown.
+_DOCSTRING_MAX_OPS = 200
+
+
 def _partials(
     parts: Sequence[OutputGradients], temporaries: Mapping[sympy.Basic, sympy.Expr]
-) -> dict[tuple[str, str], sympy.Expr]:
-    """d output / d input with symgrad's temporaries expanded, for the docstring."""
-    partials = {}
+) -> dict[tuple[str, str], sympy.Expr | None]:
+    """d output / d input with symgrad's temporaries expanded, for the docstring.
+
+    None where the expanded formula would be too long to be worth reading.
+    """
+    partials: dict[tuple[str, str], sympy.Expr | None] = {}
     for part in parts:
+        names = {**temporaries, **{s.target: s.expr for s in part.statements}}
         for item, expr in part.gradients.items():
-            partial = expr.xreplace({part.grad: sympy.Integer(1)})
-            while partial.free_symbols & temporaries.keys():
-                partial = partial.xreplace(temporaries)
+            partial: sympy.Expr | None = expr
+            while partial is not None and partial.free_symbols & names.keys():
+                partial = partial.xreplace(names)
+                if sympy.count_ops(partial) > _DOCSTRING_MAX_OPS:
+                    partial = None
+            if partial is not None:
+                partial = partial.xreplace({part.grad: sympy.Integer(1)})
             partials[(part.output.name, item.name)] = partial
     return partials

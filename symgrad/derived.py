@@ -72,11 +72,14 @@ class Derived:
     prelude: tuple[GuardedBlock, ...]
     backward: tuple[OutputBackward, ...]
     # d output / d input for the docstring, keyed by (output name, input name).
-    partials: Mapping[tuple[str, str], sympy.Expr]
+    # (None where the formula is too long to be worth showing.)
+    partials: Mapping[tuple[str, str], sympy.Expr | None]
     # Every symbol that stands for a tensor (inputs, values, gradients, temporaries).
     tensor_symbols: frozenset[sympy.Basic]
     # Every name the generated code uses, so emitters can pick fresh ones.
     names: frozenset[str]
+    # The temporaries symgrad made (`_t0`, ...), which emitters may rename.
+    temporaries: frozenset[sympy.Symbol] = frozenset()
 
 
 class Namer:
@@ -85,6 +88,8 @@ class Namer:
     def __init__(self, taken: Iterable[str]) -> None:
         self.taken = set(taken)
         self.counter = itertools.count()
+        # Every temporary handed out, so emitters can renumber them in reading order.
+        self.made: list[sympy.Symbol] = []
 
     def fresh(self, base: str) -> str:
         """`base`, or `base` with underscores appended until it is free."""
@@ -100,7 +105,8 @@ class Namer:
             name = f"_t{next(self.counter)}"
             if name not in self.taken:
                 self.taken.add(name)
-                return sympy.Symbol(name, real=True)
+                self.made.append(sympy.Symbol(name, real=True))
+                return self.made[-1]
 
     def temporaries(self) -> Iterator[sympy.Symbol]:
         """An endless supply of temporaries, for sympy.cse."""

@@ -51,7 +51,8 @@ class FunctionInfo:
     derivative: Derivative
     # Format string printing a call on tensor arguments, e.g. "torch.sigmoid({0})".
     torch: str
-    # Format string printing a call on Python numbers, e.g. "math.exp({0})".
+    # Format string printing a call on Python numbers, e.g. "math.exp({0})"; it must read
+    # as one operand (a call or parenthesised), so it can stand inside any expression.
     math: str
     # Other accepted spellings, such as sympy's own names.
     aliases: tuple[str, ...] = ()
@@ -80,7 +81,9 @@ _TABLE: tuple[FunctionInfo, ...] = (
     FunctionInfo("log1p", 1, lambda f, i: 1 / (1 + _arg(f)), "torch.log1p({0})", "math.log1p({0})"),
     FunctionInfo("expm1", 1, lambda f, i: f + 1, "torch.expm1({0})", "math.expm1({0})"),
     FunctionInfo("sqrt", 1, lambda f, i: _HALF / f, "torch.sqrt({0})", "math.sqrt({0})"),
-    FunctionInfo("rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "1 / math.sqrt({0})"),
+    FunctionInfo(
+        "rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "(1 / math.sqrt({0}))"
+    ),
     FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
     FunctionInfo("cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"),
     FunctionInfo("tan", 1, lambda f, i: 1 + f**2, "torch.tan({0})", "math.tan({0})"),
@@ -141,7 +144,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         1,
         lambda f, i: f * (1 - f),
         "torch.sigmoid({0})",
-        "1 / (1 + math.exp(-({0})))",
+        "(1 / (1 + math.exp(-({0}))))",
         ("expit",),
     ),
     FunctionInfo(
@@ -156,7 +159,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         1,
         lambda f, i: _call("sigmoid", -_arg(f)),
         "torch.nn.functional.logsigmoid({0})",
-        "-math.log1p(math.exp(-({0})))",
+        "(-math.log1p(math.exp(-({0}))))",
         ("logsigmoid",),
     ),
     FunctionInfo(

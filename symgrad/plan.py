@@ -44,6 +44,8 @@ class OutputGradients:
     output: Output
     grad: sympy.Symbol
     gradients: Mapping[Input, sympy.Expr]
+    # Named adjoints and partial products the gradients read, in computation order.
+    statements: tuple[Assignment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,15 @@ def plan_backward(
     consumers = [
         (k, item, expr) for k, part in enumerate(parts) for item, expr in part.gradients.items()
     ]
-    read = _free_symbols(expr for _, _, expr in consumers)
+    adjoints = [statement for part in parts for statement in part.statements]
+    read = _free_symbols(expr for _, _, expr in consumers) | _free_symbols(a.expr for a in adjoints)
     recomputed = [a for a in intermediates if a.target in closure(read, intermediates)]
-    temporaries, reduced = cse([a.expr for a in recomputed] + [e for _, _, e in consumers], namer)
+    given = recomputed + adjoints
+    temporaries, reduced = cse([a.expr for a in given] + [e for _, _, e in consumers], namer)
     statements = _topological(
-        temporaries + [Assignment(a.target, e) for a, e in zip(recomputed, reduced, strict=False)]
+        temporaries + [Assignment(a.target, e) for a, e in zip(given, reduced, strict=False)]
     )
-    gradient_exprs = reduced[len(recomputed) :]
+    gradient_exprs = reduced[len(given) :]
     uses = _uses(
         statements, [(k, i, e) for (k, i, _), e in zip(consumers, gradient_exprs, strict=True)]
     )

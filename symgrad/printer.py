@@ -9,6 +9,7 @@ prints with `math`. Anything it does not know raises, so broken code is never em
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import sympy
@@ -30,26 +31,42 @@ class TorchPrinter(StrPrinter):
 
     printmethod = "_torchcode"
 
-    def __init__(self, tensor_symbols: frozenset[sympy.Basic]) -> None:
+    def __init__(
+        self,
+        tensor_symbols: frozenset[sympy.Basic],
+        renames: Mapping[sympy.Basic, str] | None = None,
+    ) -> None:
         super().__init__({"order": "none"})
         self.tensor_symbols = tensor_symbols
+        # Names to print instead of a symbol's own (temporaries renumbered in order).
+        self.renames = renames or {}
         self.uses_math = False
+
+    def _print(self, expr: Any, **kwargs: Any) -> str:
+        """Print `expr` if it is something torch code can say; raise otherwise (strict)."""
+        if not _is_printable(expr):
+            raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
+        text: str = super()._print(expr, **kwargs)
+        return text
 
     def is_tensor(self, expr: sympy.Basic) -> bool:
         """True when `expr` depends on a tensor, so torch functions must be used."""
         return bool(expr.free_symbols & self.tensor_symbols)
 
     def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return str(expr.name)
+        return self.renames.get(expr, str(expr.name))
 
     def _print_Integer(self, expr: sympy.Integer) -> str:
         value = int(expr)
         if abs(value) > _MAX_EXACT_INT:
-            return self._float(float(value))
+            try:
+                return self._float(float(value))
+            except OverflowError:
+                raise UnprintableError(f"the constant {value} is too large") from None
         return str(value)
 
     def _print_Rational(self, expr: sympy.Rational) -> str:
-        return f"{self._print(expr.p)}/{self._print(expr.q)}"
+        return f"{self._print(sympy.Integer(expr.p))}/{self._print(sympy.Integer(expr.q))}"
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return self._float(float(expr))
@@ -102,6 +119,26 @@ class TorchPrinter(StrPrinter):
 
     def emptyPrinter(self, expr: Any) -> str:
         raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
+
+
+# The only expression types a generated module contains.
+_PRINTABLE_TYPES = (
+    sympy.Symbol,
+    sympy.Add,
+    sympy.Mul,
+    sympy.Pow,
+    functions.ElementwiseFunction,
+)
+
+
+def _is_printable(expr: Any) -> bool:
+    if isinstance(expr, (int, str)):  # parts StrPrinter prints on the way (p and q, signs)
+        return True
+    if isinstance(expr, sympy.Number):
+        return bool(expr.is_finite)
+    if isinstance(expr, sympy.NumberSymbol):
+        return expr in (sympy.pi, sympy.E)
+    return isinstance(expr, _PRINTABLE_TYPES)
 
 
 def _install_function_dispatch() -> None:

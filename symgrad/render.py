@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import itertools
 import random
 import textwrap
 from collections.abc import Iterable
@@ -55,7 +56,7 @@ class GeneratedFiles:
 def render(derived: Derived, version: str) -> GeneratedFiles:
     """Print the module and the test for `derived`, black-formatted."""
     spec = derived.spec
-    printer = TorchPrinter(derived.tensor_symbols)
+    printer = TorchPrinter(derived.tensor_symbols, _temporary_names(derived))
     try:
         context = _module_context(derived, printer, version)
         test_context = _test_context(derived, TorchPrinter(derived.tensor_symbols), version)
@@ -222,7 +223,7 @@ def _formulas(derived: Derived) -> dict[str, list[str]]:
     forward = [f"{i.name} = {_readable(i.expr)}" for i in spec.intermediates]
     forward += [f"{o.name} = {_readable(o.expr)}" for o in spec.outputs]
     derivatives = [
-        f"d{output}/d{name} = {_readable(expr)}"
+        f"d{output}/d{name} = " + ("(long; see backward)" if expr is None else _readable(expr))
         for (output, name), expr in derived.partials.items()
     ]
     return {
@@ -263,7 +264,26 @@ def _return_annotation(spec: Spec) -> str:
 
 
 def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
-    return f"{assignment.target.name} = {printer.doprint(assignment.expr)}"
+    return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)}"
+
+
+def _temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
+    """Rename symgrad's temporaries `_t0`, `_t1`, ... in the order the module defines them."""
+    statements = list(derived.forward)
+    for block in derived.prelude:
+        statements += block.statements
+    for part in derived.backward:
+        for block in part.shared:
+            statements += block.statements
+        for gradient in part.gradients:
+            statements += gradient.statements
+    taken = derived.names - {t.name for t in derived.temporaries}
+    numbers = (f"_t{n}" for n in itertools.count())
+    renames: dict[sympy.Basic, str] = {}
+    for statement in statements:
+        if statement.target in derived.temporaries and statement.target not in renames:
+            renames[statement.target] = next(name for name in numbers if name not in taken)
+    return renames
 
 
 def _block(block: GuardedBlock, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
