@@ -84,3 +84,11 @@ def test_generated_code_passes_ruff(repo_root: Path) -> None:
     command = [str(ruff), "check", "--no-cache", "--isolated", "--line-length=88", RUFF_RULES]
     result = subprocess.run([*command, "generated"], cwd=repo_root, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_readme_shows_the_code_symgrad_writes(repo_root: Path) -> None:
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    start = readme.index("class SoftClamp(torch.autograd.Function):")
+    shown = readme[start : readme.index("```", start)].strip()
+    module = (repo_root / "generated" / "soft_clamp.py").read_text(encoding="utf-8")
+    assert shown == module[module.index("class SoftClamp") :].strip()
