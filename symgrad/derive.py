@@ -37,7 +37,7 @@ def derive(spec: Spec) -> Derived:
     parts = []
     for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
-        sweep = _ReverseSweep(active, namer)
+        sweep = _ReverseSweep(active if output.differentiable else set(), namer)
         sweep.run(assignment.expr, grad, intermediates)
         adjoints = sweep.adjoints
         gradients = {

@@ -144,7 +144,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         1,
         lambda f, i: f * (1 - f),
         "torch.sigmoid({0})",
-        "(1 / (1 + math.exp(-({0}))))",
+        "(0.5 + 0.5 * math.tanh(0.5 * ({0})))",
         ("expit",),
     ),
     FunctionInfo(
@@ -152,14 +152,14 @@ _TABLE: tuple[FunctionInfo, ...] = (
         1,
         lambda f, i: _call("sigmoid", _arg(f)),
         "torch.nn.functional.softplus({0})",
-        "math.log1p(math.exp({0}))",
+        "(max({0}, 0.0) + math.log1p(math.exp(-abs({0}))))",
     ),
     FunctionInfo(
         "log_sigmoid",
         1,
         lambda f, i: _call("sigmoid", -_arg(f)),
         "torch.nn.functional.logsigmoid({0})",
-        "(-math.log1p(math.exp(-({0}))))",
+        "(min({0}, 0.0) - math.log1p(math.exp(-abs({0}))))",
         ("logsigmoid",),
     ),
     FunctionInfo(

@@ -75,6 +75,8 @@ class Output:
     symbol: sympy.Symbol
     expr: sympy.Expr
     location: Location
+    # False for outputs marked `differentiable: false` (ctx.mark_non_differentiable).
+    differentiable: bool = True
 
 
 @dataclass(frozen=True)

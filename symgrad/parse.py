@@ -19,9 +19,17 @@ from symgrad import expr as expressions
 from symgrad import functions
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
-from symgrad.model import Input, InputType, Intermediate, Number, Output, Spec
+from symgrad.model import (
+    Input,
+    InputType,
+    Intermediate,
+    Number,
+    Output,
+    Spec,
+)
 
 _TOP_KEYS = ("name", "module", "doc", "inputs", "where", "outputs")
+_OUTPUT_KEYS = ("expr", "differentiable")
 _INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
 _ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 # Names the generated code itself uses at module or function scope.
@@ -420,10 +428,18 @@ def _parse_outputs(
     outputs = []
     for name, location, value in entries:
         path = f"outputs.{name}"
+        differentiable = True
+        if isinstance(value.value, dict):
+            fields = _Section(value, path, _OUTPUT_KEYS)
+            flag = fields.optional("differentiable")
+            differentiable = True if flag is None else _boolean(flag, f"{path}.differentiable")
+            value = fields.require("expr")
+            fields.finish()
         expr = _expression(value, symbols, path, unavailable)
         if not expr.free_symbols & tensor_names:
             raise SpecError(value.location, "the output does not depend on any tensor input", path)
-        outputs.append(Output(name, sympy.Symbol(name, real=True), expr, location))
+        symbol = sympy.Symbol(name, real=True)
+        outputs.append(Output(name, symbol, expr, location, differentiable))
     return tuple(outputs)
 
 

@@ -18,8 +18,9 @@ from sympy.printing.str import StrPrinter
 
 from symgrad import functions
 
-# Integers beyond this print as floats: torch cannot take larger Python ints as scalars.
-_MAX_EXACT_INT = 2**53
+# Integers from this size on print as floats (exact up to 2**53): a Python int in the
+# generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
+_MAX_PRINTED_INT = 2**31
 
 
 class UnprintableError(Exception):
@@ -58,7 +59,7 @@ class TorchPrinter(StrPrinter):
 
     def _print_Integer(self, expr: sympy.Integer) -> str:
         value = int(expr)
-        if abs(value) > _MAX_EXACT_INT:
+        if abs(value) >= _MAX_PRINTED_INT:
             try:
                 return self._float(float(value))
             except OverflowError:

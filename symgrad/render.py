@@ -125,8 +125,9 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "parameters": [_parameter(i) for i in spec.inputs],
         "input_names": [i.name for i in spec.inputs],
         "return_annotation": _return_annotation(spec),
-        "forward": [_statement(a, printer) for a in derived.forward],
+        "forward": [_forward_statement(a, spec, printer) for a in derived.forward],
         "outputs": [o.name for o in spec.outputs],
+        "non_differentiable": [o.name for o in spec.outputs if not o.differentiable],
         "saved_tensors": [s.name for s in derived.saved_tensors],
         "saved_numbers": [i.name for i in derived.saved_numbers],
         "saved_shapes": [i.name for i in derived.saved_shapes],
@@ -267,6 +268,17 @@ def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
     return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)}"
 
 
+def _forward_statement(assignment: Assignment, spec: Spec, printer: TorchPrinter) -> str:
+    """A forward statement; an output that is a tensor input is returned as a view of it.
+
+    torch refuses to save an input that a Function returns as-is; a view is cheap.
+    """
+    if assignment.expr in {i.symbol for i in spec.tensor_inputs}:
+        name = printer.doprint(assignment.expr)
+        return f"{printer.doprint(assignment.target)} = {name}.view_as({name})"
+    return _statement(assignment, printer)
+
+
 def _temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
     """Rename symgrad's temporaries `_t0`, `_t1`, ... in the order the module defines them."""
     statements = list(derived.forward)
@@ -394,4 +406,5 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "outputs": [o.name for o in spec.outputs],
         "uses_math": printer.uses_math,
         "has_gradients": any(part.gradients for part in derived.backward),
+        "differentiable_outputs": [str(n) for n, o in enumerate(spec.outputs) if o.differentiable],
     }
