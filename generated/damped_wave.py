@@ -29,7 +29,9 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 
 
 class DampedWave(torch.autograd.Function):
-    """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) ** n."""
+    """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) **
+    n.
+    """
 
     # forward and backward are plain torch operations: torch.func.vmap can batch them.
     generate_vmap_rule = True
@@ -90,5 +92,7 @@ def damped_wave(
     E: float = 1.0,
     n: int = 2,
 ) -> torch.Tensor:
-    """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) ** n."""
+    """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) **
+    n.
+    """
     return DampedWave.apply(x, t, gamma, beta, omega, E, n)  # type: ignore[no-any-return]

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import sympy
 
-from symgrad import functions
+from symgrad import functions, piecewise
 from symgrad.derived import Assignment, Derived, Namer, closure, cse
 from symgrad.model import Spec
 from symgrad.plan import BackwardPlan, OutputGradients, plan_backward
@@ -33,12 +33,21 @@ def derive(spec: Spec) -> Derived:
     intermediates = [a for a in forward if a.target not in outputs]
     active = _active_symbols(spec, intermediates)
     known_values = _known_values(spec, forward)
+    tensors = _tensor_values(spec, intermediates)
+
+    def guard(expr: sympy.Expr) -> sympy.Expr:
+        """See Note [Untaken branches] in symgrad.piecewise."""
+        return piecewise.guard_branches(piecewise.expand_kinks(expr), tensors)
 
     parts = []
     for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
         grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
         sweep = _ReverseSweep(active if output.differentiable else set(), namer)
-        sweep.run(assignment.expr, grad, intermediates)
+        sweep.run(
+            guard(assignment.expr),
+            grad,
+            [Assignment(a.target, guard(a.expr)) for a in intermediates],
+        )
         adjoints = sweep.adjoints
         gradients = {
             i: _simplify_bounded(_reuse_forward_values(adjoints[i.symbol], known_values))
@@ -76,6 +85,15 @@ def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[symp
         if assignment.expr.free_symbols & active:
             active.add(assignment.target)
     return active
+
+
+def _tensor_values(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Symbol]:
+    """Tensor inputs and the intermediates computed from them."""
+    tensors: set[sympy.Symbol] = {i.symbol for i in spec.tensor_inputs}
+    for assignment in intermediates:
+        if assignment.expr.free_symbols & tensors:
+            tensors.add(assignment.target)
+    return tensors
 
 
 def _declared_names(spec: Spec) -> list[str]:
@@ -288,9 +306,29 @@ class _ReverseSweep:
                 self.adjoints[node] = self.adjoints.get(node, sympy.Integer(0)) + adjoint
                 continue
             adjoint = self.name(adjoint)
+            if isinstance(node, piecewise.Where):
+                self.backpropagate_where(node, adjoint, order, node_adjoints)
+                continue
             for index, partial in self.partials(node, order):
                 arg = node.args[index]
                 node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + adjoint * partial
+
+    def backpropagate_where(
+        self,
+        node: piecewise.Where,
+        adjoint: sympy.Expr,
+        order: Mapping[sympy.Basic, None],
+        node_adjoints: dict[sympy.Basic, sympy.Expr],
+    ) -> None:
+        """The adjoint goes to the branch the condition selects: where(c, adjoint, 0)."""
+        cond, taken, untaken = node.args
+        zero = sympy.Integer(0)
+        for branch, masked in (
+            (taken, piecewise.where(cond, adjoint, zero)),
+            (untaken, piecewise.where(cond, zero, adjoint)),
+        ):
+            if branch in order:
+                node_adjoints[branch] = node_adjoints.get(branch, zero) + masked
 
     def partials(
         self, node: sympy.Basic, order: Mapping[sympy.Basic, None]

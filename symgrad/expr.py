@@ -14,8 +14,10 @@ import math
 from collections.abc import Mapping
 
 import sympy
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
 
-from symgrad import functions
+from symgrad import functions, piecewise
 from symgrad.errors import Location, SpecError
 
 # Bounds that keep parsing and later symbolic work finite for any input.
@@ -27,6 +29,15 @@ MAX_CONSTANT_BITS = 1000
 
 # Constants of the language; a declared name of the same spelling shadows them.
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
+
+_COMPARISONS: dict[type[ast.cmpop], type[sympy.Basic]] = {
+    ast.Lt: sympy.StrictLessThan,
+    ast.LtE: sympy.LessThan,
+    ast.Gt: sympy.StrictGreaterThan,
+    ast.GtE: sympy.GreaterThan,
+    ast.Eq: sympy.Eq,
+    ast.NotEq: sympy.Ne,
+}
 
 _BINARY_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 
@@ -103,24 +114,54 @@ class _Builder:
             raise self.error(node, f"{name!r} {self.unavailable[name]}")
         if name in CONSTANTS:
             return CONSTANTS[name]
-        if name in functions.SPELLINGS:
+        if is_function_name(name):
             raise self.error(node, f"{name!r} is a function; call it like {name}(...)")
         candidates = [*self.symbols, *CONSTANTS]
         raise self.error(node, f"unknown name {name!r}{did_you_mean(name, candidates)}")
 
-    def build_UnaryOp(self, node: ast.UnaryOp, depth: int) -> sympy.Expr:
-        operand = self.build(node.operand, depth)
+    def value(self, node: ast.AST, depth: int) -> sympy.Expr:
+        """Build `node`, which must be a number-valued expression."""
+        result = self.build(node, depth)
+        if is_condition(result):
+            raise self.error(node, "a condition is not a value here; use where(cond, a, b)")
+        return result
+
+    def condition(self, node: ast.AST, depth: int) -> Boolean:
+        """Build `node`, which must be a condition such as x > 0."""
+        result = self.build(node, depth)
+        if not is_condition(result):
+            raise self.error(node, "expected a condition such as x > 0")
+        return result
+
+    def build_UnaryOp(self, node: ast.UnaryOp, depth: int) -> sympy.Basic:
+        if isinstance(node.op, ast.Not):
+            return sympy.Not(self.condition(node.operand, depth))
+        operand = self.value(node.operand, depth)
         if isinstance(node.op, ast.USub):
             return self.checked_constant(node, -operand)
         if isinstance(node.op, ast.UAdd):
             return operand
         raise self.error(node, _operator_message(node.op))
 
+    def build_Compare(self, node: ast.Compare, depth: int) -> sympy.Basic:
+        operands = [self.value(node.left, depth)]
+        operands += [self.value(item, depth) for item in node.comparators]
+        relations = []
+        for left, operator, right in zip(operands, node.ops, operands[1:], strict=False):
+            if type(operator) not in _COMPARISONS:
+                raise self.error(node, f"{_describe(operator)} is not allowed")
+            relations.append(_COMPARISONS[type(operator)](left, right))
+        return sympy.And(*relations)  # `a < b < c` means `a < b and b < c`
+
+    def build_BoolOp(self, node: ast.BoolOp, depth: int) -> sympy.Basic:
+        conditions = [self.condition(item, depth) for item in node.values]
+        return sympy.And(*conditions) if isinstance(node.op, ast.And) else sympy.Or(*conditions)
+
     def build_BinOp(self, node: ast.BinOp, depth: int) -> sympy.Expr:
         if type(node.op) not in _BINARY_OPERATORS:
             raise self.error(self.operator_position(node), _operator_message(node.op))
-        left = self.build(node.left, depth)
-        right = self.build(node.right, depth)
+        left = self.value(node.left, depth)
+        right = self.value(node.right, depth)
         if isinstance(node.op, ast.Add):
             result = left + right
         elif isinstance(node.op, ast.Sub):
@@ -184,17 +225,31 @@ class _Builder:
         spelling = node.func.id
         if spelling in self.symbols:
             raise self.error(node.func, f"{spelling!r} is not a function")
-        if spelling not in functions.SPELLINGS:
-            hint = did_you_mean(spelling, functions.SPELLINGS)
+        if not is_function_name(spelling):
+            hint = did_you_mean(spelling, function_names())
             raise self.error(node.func, f"unknown function {spelling!r}{hint}")
         if node.keywords:
             raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
+        name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
+        if name in piecewise.CONDITIONAL_FUNCTIONS:
+            return self.conditional_call(node, name, depth)
         info = functions.FUNCTIONS[functions.SPELLINGS[spelling]]
         if len(node.args) != info.arity:
-            raise self.error(node.func, _arity_message(info, len(node.args)))
-        args = [self.build(arg, depth) for arg in node.args]
+            raise self.error(node.func, _arity_message(info.name, info.arity, len(node.args)))
+        args = [self.value(arg, depth) for arg in node.args]
         # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
         return self.checked_constant(node, functions.call(spelling, *args))
+
+    def conditional_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+        """where(cond, a, b), relu, max, min or clamp."""
+        arity, build = piecewise.CONDITIONAL_FUNCTIONS[name]
+        if len(node.args) != arity:
+            raise self.error(node.func, _arity_message(name, arity, len(node.args)))
+        if name == "where":
+            cond = self.condition(node.args[0], depth)
+            values = [self.value(arg, depth) for arg in node.args[1:]]
+            return build(cond, *values)
+        return build(*(self.value(arg, depth) for arg in node.args))
 
 
 _DESCRIPTIONS: dict[type[ast.AST], str] = {
@@ -235,9 +290,27 @@ _OPERATOR_SPELLINGS: dict[type[ast.AST], str] = {
 }
 
 
-def _arity_message(info: functions.FunctionInfo, given: int) -> str:
-    plural = "s" if info.arity != 1 else ""
-    return f"{info.name}() takes {info.arity} argument{plural}, got {given}"
+def _arity_message(name: str, arity: int, given: int) -> str:
+    plural = "s" if arity != 1 else ""
+    return f"{name}() takes {arity} argument{plural}, got {given}"
+
+
+def is_condition(expr: sympy.Basic) -> bool:
+    """True for comparisons and their combinations (sympy's Symbol is a Boolean too)."""
+    return isinstance(expr, (Relational, BooleanFunction, BooleanAtom))
+
+
+def function_names() -> list[str]:
+    """Every function spelling the language accepts."""
+    return [
+        *functions.SPELLINGS,
+        *piecewise.CONDITIONAL_FUNCTIONS,
+        *piecewise.CONDITIONAL_ALIASES,
+    ]
+
+
+def is_function_name(name: str) -> bool:
+    return name in function_names()
 
 
 def _describe(node: ast.AST) -> str:
@@ -289,7 +362,7 @@ def parse_expression(
     except (RecursionError, MemoryError, ValueError) as error:
         raise SpecError(location, f"invalid expression: {type(error).__name__}") from None
     try:
-        return builder.build(tree.body, depth=0)
+        return builder.value(tree.body, depth=0)
     except RecursionError:
         raise SpecError(location, "expression is nested too deeply") from None
 
@@ -316,7 +389,7 @@ def from_sympy(
     if isinstance(expr, sympy.Function) and type(expr).__name__ in functions.SPELLINGS:
         info = functions.FUNCTIONS[functions.SPELLINGS[type(expr).__name__]]
         if len(expr.args) != info.arity:
-            raise SpecError(location, _arity_message(info, len(expr.args)))
+            raise SpecError(location, _arity_message(info.name, info.arity, len(expr.args)))
     elif not isinstance(expr, (sympy.Add, sympy.Mul, sympy.Pow)):
         raise SpecError(location, f"unsupported sympy expression {type(expr).__name__}: {expr}")
     args = [from_sympy(arg, symbols, location) for arg in expr.args]

@@ -6,6 +6,10 @@ built or differentiated, which makes large formulas slow to build and hard to pr
 ours stay exactly as written. Each entry also says how to print the function for a
 tensor argument (torch) and for a Python-number argument (math).
 
+Some functions have no `math` spelling (erfinv, digamma, polygamma): Python's math module
+lacks them, so a call on number arguments refuses to print (the input has to be declared a
+tensor).
+
 Note [Derivatives in terms of the result]: where a derivative is cheap to express through
 the function's own value (exp' = exp, sigmoid' = s (1 - s), tanh' = 1 - t**2), the rule
 uses the node itself, so the backward reuses the forward value instead of recomputing.
@@ -35,6 +39,18 @@ class ElementwiseFunction(sympy.Function):
     def _eval_is_extended_real(self) -> bool:
         return True
 
+    def _eval_evalf(self, prec: int) -> sympy.Expr | None:
+        """Fold a call on float constants with mpmath, as sympy does (erfinv(0.5)).
+
+        Outside its domain mpmath raises (erfinv(1.5), digamma(0.0)) where torch returns
+        nan or inf: the call then stays as written instead of failing to build.
+        """
+        try:
+            value: sympy.Expr | None = super()._eval_evalf(prec)
+        except (ValueError, ZeroDivisionError):
+            return None
+        return value
+
 
 Derivative = Callable[[sympy.Expr, int], sympy.Expr]
 
@@ -53,9 +69,13 @@ class FunctionInfo:
     torch: str
     # Format string printing a call on Python numbers, e.g. "math.exp({0})"; it must read
     # as one operand (a call or parenthesised), so it can stand inside any expression.
-    math: str
+    # None where Python's math has no such function: a call on numbers does not print.
+    math: str | None
     # Other accepted spellings, such as sympy's own names.
     aliases: tuple[str, ...] = ()
+    # True when the torch function takes tensors only: a number argument beside a tensor
+    # is then passed as a 0-d float64 tensor, which keeps the other argument's dtype.
+    tensor_arguments: bool = False
 
     @property
     def sympy_class(self) -> type[ElementwiseFunction]:
@@ -72,8 +92,51 @@ def _arg(node: sympy.Expr) -> sympy.Expr:
     return node.args[0]
 
 
+def _zero(node: sympy.Expr, index: int) -> sympy.Expr:
+    """The derivative of a piecewise-constant function, as torch defines it: 0 everywhere."""
+    return sympy.Integer(0)
+
+
+def _polygamma(node: sympy.Expr, index: int) -> sympy.Expr:
+    """d polygamma(n, x) / dx = polygamma(n + 1, x).
+
+    The order n is never differentiated (torch takes it as a Python int): it must be an
+    integer constant or an int input, so its partial is 0.
+    """
+    n, x = node.args
+    return sympy.Integer(0) if index == 0 else _call("polygamma", n + 1, x)
+
+
+def _log_weight(x: sympy.Expr, shifted: sympy.Expr) -> sympy.Expr:
+    """0 where x == 0 and `shifted` (the log's argument) <= 0, 1 elsewhere: no conditionals.
+
+    sign(s) + abs(sign(s)) is 2 where s > 0 and 0 where s <= 0 (also for s = -inf).
+    """
+    side = _call("sign", shifted)
+    return _call("sign", _call("abs", x) + side + _call("abs", side))
+
+
+def _xlogy(node: sympy.Expr, index: int) -> sympy.Expr:
+    """torch's rule: d/dx = log(y), but 0 where x == 0 and y <= 0; d/dy = x / y."""
+    x, y = node.args
+    return _call("xlogy", _log_weight(x, y), y) if index == 0 else x / y
+
+
+def _xlog1py(node: sympy.Expr, index: int) -> sympy.Expr:
+    """torch's rule: d/dx = log1p(y), but 0 where x == 0 and y <= -1; d/dy = x / (1 + y)."""
+    x, y = node.args
+    return _call("xlog1py", _log_weight(x, 1 + y), y) if index == 0 else x / (1 + y)
+
+
+def _atan2(node: sympy.Expr, index: int) -> sympy.Expr:
+    """d atan2(y, x) / dy = x / (x**2 + y**2); d / dx = -y / (x**2 + y**2)."""
+    y, x = node.args
+    return (x if index == 0 else -y) / (x**2 + y**2)
+
+
 _HALF = sympy.Rational(1, 2)
 _TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
+_SQRT_PI_OVER_TWO = sympy.sqrt(sympy.pi) / 2
 
 _TABLE: tuple[FunctionInfo, ...] = (
     FunctionInfo("exp", 1, lambda f, i: f, "torch.exp({0})", "math.exp({0})"),
@@ -191,6 +254,73 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.erfc({0})",
         "math.erfc({0})",
     ),
+    FunctionInfo(
+        "erfinv",
+        1,
+        lambda f, i: _SQRT_PI_OVER_TWO * _call("exp", f**2),
+        "torch.special.erfinv({0})",
+        None,
+    ),
+    FunctionInfo(
+        "lgamma",
+        1,
+        lambda f, i: _call("digamma", _arg(f)),
+        "torch.special.gammaln({0})",
+        "math.lgamma({0})",
+        ("loggamma", "gammaln"),
+    ),
+    FunctionInfo(
+        "digamma",
+        1,
+        lambda f, i: _call("polygamma", sympy.Integer(1), _arg(f)),
+        "torch.special.digamma({0})",
+        None,
+        ("psi",),
+    ),
+    # polygamma(n, x): the order n must be a non-negative integer constant or int input.
+    FunctionInfo("polygamma", 2, _polygamma, "torch.special.polygamma({0}, {1})", None),
+    FunctionInfo(
+        "xlogy",
+        2,
+        _xlogy,
+        "torch.special.xlogy({0}, {1})",
+        "(0.0 if ({0}) == 0 else ({0}) * math.log({1}))",
+    ),
+    FunctionInfo(
+        "xlog1py",
+        2,
+        _xlog1py,
+        "torch.special.xlog1py({0}, {1})",
+        "(0.0 if ({0}) == 0 else ({0}) * math.log1p({1}))",
+    ),
+    FunctionInfo(
+        "logit",
+        1,
+        lambda f, i: 1 / (_arg(f) * (1 - _arg(f))),
+        "torch.special.logit({0})",
+        "math.log(({0}) / (1 - ({0})))",
+    ),
+    FunctionInfo(
+        "hypot",
+        2,
+        lambda f, i: f.args[i] / f,
+        "torch.hypot({0}, {1})",
+        "math.hypot({0}, {1})",
+        tensor_arguments=True,
+    ),
+    FunctionInfo(
+        "atan2",
+        2,
+        _atan2,
+        "torch.atan2({0}, {1})",
+        "math.atan2({0}, {1})",
+        ("arctan2",),
+        tensor_arguments=True,
+    ),
+    FunctionInfo("floor", 1, _zero, "torch.floor({0})", "float(math.floor({0}))"),
+    FunctionInfo("ceil", 1, _zero, "torch.ceil({0})", "float(math.ceil({0}))", ("ceiling",)),
+    # Python's round, like torch.round, rounds halves to even.
+    FunctionInfo("round", 1, _zero, "torch.round({0})", "float(round({0}))"),
 )
 
 _CLASSES: dict[str, type[ElementwiseFunction]] = {

@@ -16,7 +16,6 @@ import sympy
 from sympy.core.facts import InconsistentAssumptions
 
 from symgrad import expr as expressions
-from symgrad import functions
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
 from symgrad.model import (
@@ -157,7 +156,7 @@ def _check_name(name: str, location: Location, path: str, class_name: str) -> No
         raise SpecError(location, f"{name!r} is a Python keyword", path)
     if name in RESERVED_NAMES:
         raise SpecError(location, _reserved_message(name), path)
-    if name in functions.SPELLINGS:
+    if expressions.is_function_name(name):
         raise SpecError(location, f"{name!r} is a function of the language", path)
     if name == class_name:
         raise SpecError(location, f"{name!r} is the name of the class", path)

@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
-from symgrad import functions
+from symgrad import functions, piecewise
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -105,9 +105,80 @@ class TorchPrinter(StrPrinter):
     def _call(self, name: str, *args: sympy.Basic) -> str:
         info = functions.FUNCTIONS[name]
         if any(self.is_tensor(arg) for arg in args):
-            return info.torch.format(*(self._print(arg) for arg in args))
+            texts = [self._print(arg) for arg in args]
+            if info.tensor_arguments:
+                texts = [
+                    text if self.is_tensor(arg) else f"torch.tensor({text}, dtype=torch.float64)"
+                    for arg, text in zip(args, texts, strict=True)
+                ]
+            return info.torch.format(*texts)
+        if info.math is None:
+            raise UnprintableError(
+                f"{name} of a number input is not supported; declare the input as a tensor"
+            )
         self.uses_math = self.uses_math or "math." in info.math
         return info.math.format(*(self._print(arg) for arg in args))
+
+    # --- Conditions and conditional values (symgrad.piecewise) ---------------------
+
+    def _print_Relational(self, expr: sympy.Basic) -> str:
+        lhs, rhs = (self.parenthesize(side, PRECEDENCE["Add"]) for side in expr.args)
+        return f"({lhs} {_RELATIONS[type(expr)]} {rhs})"
+
+    def _print_And(self, expr: sympy.Basic) -> str:
+        joiner = " & " if self.is_tensor(expr) else " and "
+        return "(" + joiner.join(self._print(arg) for arg in expr.args) + ")"
+
+    def _print_Or(self, expr: sympy.Basic) -> str:
+        joiner = " | " if self.is_tensor(expr) else " or "
+        return "(" + joiner.join(self._print(arg) for arg in expr.args) + ")"
+
+    def _print_Not(self, expr: sympy.Basic) -> str:
+        operand = self._print(expr.args[0])
+        return f"(~{operand})" if self.is_tensor(expr) else f"(not {operand})"
+
+    def _print_Where(self, expr: piecewise.Where) -> str:
+        cond, a, b = expr.args
+        if not self.is_tensor(cond):
+            return f"({self._print(a)} if {self._print(cond)} else {self._print(b)})"
+        if not (self.is_tensor(a) or self.is_tensor(b)):
+            # torch.where of two numbers would take the default dtype: borrow the
+            # condition's tensor's dtype and device instead.
+            like = self._print(sorted(cond.free_symbols & self.tensor_symbols, key=str)[0])
+            a_text = f"{like}.new_tensor({self._print(a)})"
+            return f"torch.where({self._print(cond)}, {a_text}, {self._print(b)})"
+        return f"torch.where({self._print(cond)}, {self._print(a)}, {self._print(b)})"
+
+    def _print_Relu(self, expr: piecewise.Relu) -> str:
+        (x,) = expr.args
+        return f"torch.relu({self._print(x)})" if self.is_tensor(x) else f"max({self._print(x)}, 0)"
+
+    def _print_Maximum(self, expr: piecewise.Maximum) -> str:
+        return self._extremum(expr, "maximum", "min")
+
+    def _print_Minimum(self, expr: piecewise.Minimum) -> str:
+        return self._extremum(expr, "minimum", "max")
+
+    def _extremum(self, expr: sympy.Basic, name: str, bound: str) -> str:
+        a, b = expr.args
+        tensors = (self.is_tensor(a), self.is_tensor(b))
+        if all(tensors):
+            return f"torch.{name}({self._print(a)}, {self._print(b)})"
+        if not any(tensors):
+            return f"{name[:3]}({self._print(a)}, {self._print(b)})"
+        tensor, number = (a, b) if tensors[0] else (b, a)
+        return f"torch.clamp({self._print(tensor)}, {bound}={self._print(number)})"
+
+    def _print_Clamp(self, expr: piecewise.Clamp) -> str:
+        x, low, high = expr.args
+        texts = [self._print(arg) for arg in expr.args]
+        if not self.is_tensor(x):
+            if self.is_tensor(low) or self.is_tensor(high):
+                raise UnprintableError("clamp of a number between tensors is not supported")
+            return f"min(max({texts[0]}, {texts[1]}), {texts[2]})"
+        if self.is_tensor(low) == self.is_tensor(high):
+            return f"torch.clamp({texts[0]}, {texts[1]}, {texts[2]})"
+        return f"torch.clamp(torch.clamp({texts[0]}, min={texts[1]}), max={texts[2]})"
 
     def _print_Function(self, expr: sympy.Basic) -> str:
         raise UnprintableError(f"symgrad cannot print the function {type(expr).__name__}")
@@ -122,6 +193,15 @@ class TorchPrinter(StrPrinter):
         raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
 
 
+_RELATIONS: dict[type[sympy.Basic], str] = {
+    sympy.StrictGreaterThan: ">",
+    sympy.StrictLessThan: "<",
+    sympy.GreaterThan: ">=",
+    sympy.LessThan: "<=",
+    sympy.Equality: "==",
+    sympy.Unequality: "!=",
+}
+
 # The only expression types a generated module contains.
 _PRINTABLE_TYPES = (
     sympy.Symbol,
@@ -129,6 +209,12 @@ _PRINTABLE_TYPES = (
     sympy.Mul,
     sympy.Pow,
     functions.ElementwiseFunction,
+    piecewise.Where,
+    piecewise.Kink,
+    sympy.And,
+    sympy.Or,
+    sympy.Not,
+    *_RELATIONS,
 )
 
 

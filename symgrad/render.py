@@ -21,7 +21,9 @@ import black
 import jinja2
 import sympy
 from black.mode import TargetVersion
+from sympy.printing.str import StrPrinter
 
+from symgrad import piecewise
 from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
 from symgrad.model import Input, InputType, Spec
@@ -117,11 +119,11 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     context: dict[str, Any] = {
         "version": version,
         "source": escape_comment(spec.source),
-        "summary": escape_docstring(_summary(spec)),
+        "summary": _docstring(_summary(spec), indent=0, closing=False),
         "formulas": _formulas(derived),
         "class_name": spec.name,
         "function_name": spec.module,
-        "doc": escape_docstring(spec.doc or _summary(spec)),
+        "doc": _docstring(spec.doc or _summary(spec), indent=4),
         "parameters": [_parameter(i) for i in spec.inputs],
         "input_names": [i.name for i in spec.inputs],
         "return_annotation": _return_annotation(spec),
@@ -171,6 +173,25 @@ def escape_docstring(text: str) -> str:
     """Text that can sit inside a triple-quoted docstring without ending or changing it."""
     text = text.replace("\\", "\\\\").replace('"', '\\"')
     return "".join(c if c.isprintable() or c in "\n" else f"\\x{ord(c):02x}" for c in text)
+
+
+# Width of docstring text: black leaves docstrings alone, so symgrad wraps them to fit 88.
+_DOCSTRING_WIDTH = 80
+
+
+def _docstring(text: str, indent: int, closing: bool = True) -> str:
+    """The escaped text of a docstring, wrapped to fit, indented for its place.
+
+    With `closing`, a docstring of several lines ends with a newline and the indent, so
+    that the closing quotes stand on their own line.
+    """
+    lines: list[str] = []
+    for paragraph in escape_docstring(text.strip()).split("\n"):
+        lines += textwrap.wrap(paragraph, _DOCSTRING_WIDTH - indent, break_on_hyphens=False) or [""]
+    if len(lines) == 1:
+        return lines[0]
+    margin = "\n" + " " * indent
+    return margin.join(lines) + (margin if closing else "")
 
 
 def escape_comment(text: str) -> str:
@@ -238,8 +259,25 @@ _FORMULA_WIDTH = 84
 _FORMULA_MAX_CHARS = 600
 
 
+class _ReadablePrinter(StrPrinter):
+    """sympy's str form, with conditionals written as in a spec: where(x != 0, ...)."""
+
+    def _print_Where(self, expr: sympy.Basic) -> str:
+        return "where({}, {}, {})".format(*(self._print(arg) for arg in expr.args))
+
+    def _print_Relational(self, expr: sympy.Basic) -> str:
+        lhs, rhs = (self._print(arg) for arg in expr.args)
+        return f"{lhs} {expr.rel_op} {rhs}"
+
+    def _print_Kink(self, expr: sympy.Basic) -> str:
+        name = {"Relu": "relu", "Maximum": "max", "Minimum": "min", "Clamp": "clamp"}
+        return f"{name[type(expr).__name__]}({', '.join(self._print(a) for a in expr.args)})"
+
+    _print_Relu = _print_Maximum = _print_Minimum = _print_Clamp = _print_Kink
+
+
 def _readable(expr: sympy.Expr) -> str:
-    return str(sympy.sstr(expr, order="none"))
+    return str(_ReadablePrinter({"order": "none"}).doprint(expr))
 
 
 def _wrap_formula(line: str) -> list[str]:
@@ -392,8 +430,15 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         else:
             value = item.default if item.default is not None else _sample_number(item, rng)
             samples.append({"name": item.name, "tensor": False, "value": str(value)})
-    reference = [f"{i.name} = {printer.doprint(i.expr)}" for i in spec.intermediates]
-    reference += [f"{o.name} = {printer.doprint(o.expr)}" for o in spec.outputs]
+    # The formula as written, with torch's own relu, maximum and clamp, and untaken
+    # branches guarded so that autograd of torch.where gives no NaN (symgrad.piecewise).
+    tensors = derived.tensor_symbols
+
+    def plain(expr: sympy.Expr) -> str:
+        return str(printer.doprint(piecewise.guard_branches(expr, tensors)))
+
+    reference = [f"{i.name} = {plain(i.expr)}" for i in spec.intermediates]
+    reference += [f"{o.name} = {plain(o.expr)}" for o in spec.outputs]
     return {
         "version": version,
         "source": escape_comment(spec.source),

@@ -9,8 +9,10 @@ with exact strings and by evaluating what it prints.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ import symgrad
 from symgrad import functions
 from symgrad.derive import derive
 from symgrad.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction
+from symgrad.model import Spec
 from symgrad.printer import TorchPrinter, UnprintableError
 
 # The tensor symbol `x` and the number symbol `lo` (a float input of a spec).
@@ -34,6 +37,12 @@ _NONZERO = (-1.3, -0.6, 0.45, 1.1)
 _POSITIVE = (0.3, 0.7, 1.6, 2.7)
 _ABOVE_ONE = (1.2, 1.7, 2.5, 3.1)
 _INSIDE_UNIT = (-0.83, -0.31, 0.27, 0.74)
+# Inside (0, 1) and away from its ends (logit).
+_PROBABILITY = (0.15, 0.35, 0.62, 0.85)
+# Inside (0.5, 3): away from the poles of the gamma function and the zeros of lgamma.
+_GAMMA = (0.6, 1.3, 2.2, 2.9)
+# Where floor, ceil and round are not 0 (so 1 / f is defined), with two ties (-2.5, 1.5).
+_ROUNDING = (-2.5, -1.3, 1.5, 2.7)
 # Functions defined (or differentiable) only on part of the real line.
 _DOMAINS = {
     "log": _POSITIVE,
@@ -44,14 +53,72 @@ _DOMAINS = {
     "asin": _INSIDE_UNIT,
     "acos": _INSIDE_UNIT,
     "atanh": _INSIDE_UNIT,
+    "erfinv": _INSIDE_UNIT,
+    "lgamma": _GAMMA,
+    "digamma": _GAMMA,
+    "polygamma": _GAMMA,
+    "logit": _PROBABILITY,
+    "floor": _ROUNDING,
+    "ceil": _ROUNDING,
+    "round": _ROUNDING,
 }
+# Functions whose arguments have different domains: the domain of each argument.
+_ARGUMENT_DOMAINS = {
+    "xlogy": (_NONZERO, _POSITIVE),
+    "xlog1py": (_NONZERO, _INSIDE_UNIT),
+}
+# Arguments that are integer constants, not sample points: torch.special.polygamma takes
+# its order n as a Python int, so each order is a case of its own.
+_CONSTANT_ARGUMENTS: dict[str, dict[int, tuple[int, ...]]] = {"polygamma": {0: (0, 1, 2)}}
 
 ALL_FUNCTIONS = sorted(FUNCTIONS)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A function to check, with its integer-constant arguments: (index, value) pairs."""
+
+    name: str
+    constants: tuple[tuple[int, int], ...] = ()
+
+    def __str__(self) -> str:
+        fixed = ",".join(f"{index}={value}" for index, value in self.constants)
+        return f"{self.name}[{fixed}]" if fixed else self.name
+
+    @property
+    def arity(self) -> int:
+        return FUNCTIONS[self.name].arity
+
+    @property
+    def variables(self) -> list[int]:
+        """The indices of the arguments that take sample points."""
+        fixed = dict(self.constants)
+        return [k for k in range(self.arity) if k not in fixed]
+
+
+def _cases(name: str) -> list[Case]:
+    constants = _CONSTANT_ARGUMENTS.get(name, {})
+    indices = sorted(constants)
+    return [
+        Case(name, tuple(zip(indices, values, strict=True)))
+        for values in itertools.product(*(constants[k] for k in indices))
+    ]
+
+
+ALL_CASES = [case for name in ALL_FUNCTIONS for case in _cases(name)]
+# The cases whose function has a math spelling (prints on number arguments).
+MATH_CASES = [case for case in ALL_CASES if FUNCTIONS[case.name].math is not None]
+NO_MATH_CASES = [case for case in ALL_CASES if FUNCTIONS[case.name].math is None]
 
 
 def samples(name: str) -> tuple[float, ...]:
     """Points inside the domain of the function `name`."""
     return _DOMAINS.get(name, _NONZERO)
+
+
+def argument_domains(name: str) -> tuple[tuple[float, ...], ...]:
+    """The domain of each argument of the function `name`."""
+    return _ARGUMENT_DOMAINS.get(name, (samples(name),) * FUNCTIONS[name].arity)
 
 
 # Argument k of a call on tensors is the symbol x (k = 0) or xk; on numbers lo or lok.
@@ -78,38 +145,53 @@ def as_tensor(value: Any, like: torch.Tensor) -> torch.Tensor:
     return torch.broadcast_to(torch.as_tensor(value, dtype=torch.float64), like.shape)
 
 
-def call_on(name: str, tensors: bool) -> sympy.Expr:
-    """A call of `name` on tensor symbols (x, x1, ...) or on number symbols (lo, lo1, ...)."""
-    arity = FUNCTIONS[name].arity
-    assert arity <= _MAX_ARITY, f"raise _MAX_ARITY to test {name}"
+def call_arguments(case: Case, tensors: bool) -> list[sympy.Expr]:
+    """The arguments of a call: tensor symbols (x, x1, ...) or number symbols (lo, lo1, ...),
+    and the case's integer constants."""
+    assert case.arity <= _MAX_ARITY, f"raise _MAX_ARITY to test {case.name}"
     symbols = TENSOR_ARGUMENTS if tensors else NUMBER_ARGUMENTS
-    return FUNCTIONS[name].sympy_class(*symbols[:arity])
+    fixed = dict(case.constants)
+    return [sympy.Integer(fixed[k]) if k in fixed else symbols[k] for k in range(case.arity)]
 
 
-def argument_values(name: str) -> list[tuple[float, ...]]:
-    """Per argument, the sample points (rotated, so arguments differ)."""
-    points = samples(name)
-    return [points[k:] + points[:k] for k in range(FUNCTIONS[name].arity)]
+def call_on(case: Case, tensors: bool) -> sympy.Expr:
+    """A call of the case's function on tensor symbols or on number symbols."""
+    return FUNCTIONS[case.name].sympy_class(*call_arguments(case, tensors))
 
 
-def tensor_values(name: str, requires_grad: bool = False) -> dict[str, torch.Tensor]:
+def argument_values(case: Case) -> dict[int, tuple[float, ...]]:
+    """Per variable argument (by index), the sample points (rotated, so arguments differ)."""
+    domains = argument_domains(case.name)
+    return {k: domains[k][k:] + domains[k][:k] for k in case.variables}
+
+
+def tensor_values(case: Case, requires_grad: bool = False) -> dict[str, torch.Tensor]:
     return {
-        symbol.name: torch.tensor(values, dtype=torch.float64, requires_grad=requires_grad)
-        for symbol, values in zip(TENSOR_ARGUMENTS, argument_values(name), strict=False)
+        TENSOR_ARGUMENTS[k].name: torch.tensor(
+            values, dtype=torch.float64, requires_grad=requires_grad
+        )
+        for k, values in argument_values(case).items()
     }
 
 
-def number_values(name: str) -> list[dict[str, float]]:
+def number_values(case: Case) -> list[dict[str, float]]:
     """For each sample point, the number arguments (lo, lo1, ...) by name."""
-    columns = argument_values(name)
+    columns = argument_values(case)
     return [
-        {symbol.name: column[n] for symbol, column in zip(NUMBER_ARGUMENTS, columns, strict=False)}
-        for n in range(len(samples(name)))
+        {NUMBER_ARGUMENTS[k].name: column[n] for k, column in columns.items()}
+        for n in range(len(samples(case.name)))
     ]
 
 
-def like(name: str) -> torch.Tensor:
-    return torch.tensor(samples(name), dtype=torch.float64)
+def like(case: Case) -> torch.Tensor:
+    return torch.tensor(samples(case.name), dtype=torch.float64)
+
+
+def needs_tensors(expr: sympy.Expr) -> bool:
+    """True when `expr` calls a function that has no math spelling."""
+    return any(
+        FUNCTIONS[type(call).__name__].math is None for call in expr.atoms(ElementwiseFunction)
+    )
 
 
 # --- The table ----------------------------------------------------------------------
@@ -122,9 +204,18 @@ def test_table_is_consistent() -> None:
         assert info.sympy_class.__name__ == name
         assert issubclass(info.sympy_class, ElementwiseFunction)
         assert info.torch.startswith("torch."), info.torch
-        assert "torch" not in info.math, info.math
+        assert info.math is None or "torch" not in info.math, info.math
         assert SPELLINGS[name] == name
     assert set(_DOMAINS) <= set(FUNCTIONS), "a sample domain names no function"
+    assert set(_ARGUMENT_DOMAINS) <= set(FUNCTIONS), "an argument domain names no function"
+    for name, domains in _ARGUMENT_DOMAINS.items():
+        assert len(domains) == FUNCTIONS[name].arity, name
+        assert {len(points) for points in domains} == {len(samples(name))}, name
+
+
+def test_functions_without_math_spelling() -> None:
+    """Python's math module has no erfinv, digamma or polygamma."""
+    assert sorted({case.name for case in NO_MATH_CASES}) == ["digamma", "erfinv", "polygamma"]
 
 
 @pytest.mark.parametrize("name", ALL_FUNCTIONS)
@@ -137,18 +228,31 @@ def test_calls_stay_as_written(name: str) -> None:
     assert node.args == tuple(args)
 
 
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_torch_spelling_matches_math_spelling(name: str) -> None:
-    info = FUNCTIONS[name]
-    torch_code = printed(call_on(name, tensors=True))
-    math_code = printed(call_on(name, tensors=False))
-    assert torch_code == info.torch.format(*(s.name for s in TENSOR_ARGUMENTS[: info.arity]))
-    assert math_code == info.math.format(*(s.name for s in NUMBER_ARGUMENTS[: info.arity]))
-    values = evaluate(torch_code, **tensor_values(name))
+@pytest.mark.parametrize("case", MATH_CASES, ids=str)
+def test_torch_spelling_matches_math_spelling(case: Case) -> None:
+    info = FUNCTIONS[case.name]
+    assert info.math is not None
+    torch_code = printed(call_on(case, tensors=True))
+    math_code = printed(call_on(case, tensors=False))
+    assert torch_code == info.torch.format(*map(str, call_arguments(case, tensors=True)))
+    assert math_code == info.math.format(*map(str, call_arguments(case, tensors=False)))
+    values = evaluate(torch_code, **tensor_values(case))
     assert isinstance(values, torch.Tensor) and values.dtype == torch.float64
-    expected = [evaluate(math_code, **numbers) for numbers in number_values(name)]
+    expected = [evaluate(math_code, **numbers) for numbers in number_values(case)]
     assert all(isinstance(v, float) for v in expected), expected
     torch.testing.assert_close(values, torch.tensor(expected, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("case", NO_MATH_CASES, ids=str)
+def test_call_on_numbers_without_math_spelling_raises(case: Case) -> None:
+    """A function Python's math lacks refuses to print on numbers, even inside a formula."""
+    message = f"^{case.name} of a number input is not supported; declare the input as a tensor$"
+    call = call_on(case, tensors=False)
+    for expr in (call, X * call + 1, functions.call("exp", call)):
+        with pytest.raises(UnprintableError, match=message):
+            printed(expr)
+    # The same call on a tensor prints with torch.
+    assert printed(call_on(case, tensors=True)).startswith("torch.")
 
 
 def _sympy_function(name: str) -> Callable[..., sympy.Expr] | None:
@@ -161,85 +265,114 @@ def _sympy_function(name: str) -> Callable[..., sympy.Expr] | None:
     return None
 
 
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_torch_spelling_matches_sympy(name: str) -> None:
+@pytest.mark.parametrize("case", ALL_CASES, ids=str)
+def test_torch_spelling_matches_sympy(case: Case) -> None:
     """Where sympy has a function of the same name, the values agree with it."""
-    reference = _sympy_function(name)
+    reference = _sympy_function(case.name)
     if reference is None:
-        pytest.skip(f"sympy has no function named {name}")
-    values = evaluate(printed(call_on(name, tensors=True)), **tensor_values(name))
-    expected = [
-        float(reference(*(sympy.Float(v) for v in numbers.values())).evalf(30))
-        for numbers in number_values(name)
-    ]
+        pytest.skip(f"sympy has no function named {case.name}")
+    values = evaluate(printed(call_on(case, tensors=True)), **tensor_values(case))
+    expected = []
+    for numbers in number_values(case):
+        arguments = [
+            sympy.Float(numbers[a.name]) if isinstance(a, sympy.Symbol) else a
+            for a in call_arguments(case, tensors=False)
+        ]
+        expected.append(float(reference(*arguments).evalf(30)))
     torch.testing.assert_close(values, torch.tensor(expected, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_derivative_rule_matches_autograd(name: str) -> None:
-    node = call_on(name, tensors=True)
-    arguments = tensor_values(name, requires_grad=True)
+@pytest.mark.parametrize("case", ALL_CASES, ids=str)
+def test_derivative_rule_matches_autograd(case: Case) -> None:
+    node = call_on(case, tensors=True)
+    arguments = tensor_values(case, requires_grad=True)
     value = evaluate(printed(node), **arguments)
     expected = torch.autograd.grad(value.sum(), list(arguments.values()))
     detached = {k: v.detach() for k, v in arguments.items()}
-    for index, want in enumerate(expected):
+    for index, want in zip(case.variables, expected, strict=True):
         actual = as_tensor(evaluate(printed(node.fdiff(index + 1)), **detached), want)
         torch.testing.assert_close(actual, want, msg=lambda m, i=index: f"argument {i}: {m}")
 
 
 # Shifts b such that 0.5 * x + b stays in the domain for the sample points x.
-_SHIFTS = {_POSITIVE: 0.1, _ABOVE_ONE: 0.6}
+_SHIFTS: dict[tuple[float, ...], float] = {
+    _POSITIVE: 0.1,
+    _ABOVE_ONE: 0.6,
+    _PROBABILITY: 0.1,
+    _GAMMA: 0.2,
+}
 
 
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_derivative_rule_of_a_composite_argument(name: str) -> None:
-    """The chain rule through the arguments: d f(x / 2 + b) / dx by symgrad's reverse mode."""
-    shift = _SHIFTS.get(samples(name), -0.1)
-    argument_names = [s.name for s in TENSOR_ARGUMENTS[: FUNCTIONS[name].arity]]
-    call = ", ".join(f"0.5 * {a} + {shift}" for a in argument_names)
-    spec = symgrad.spec_from_dict(
-        {
-            "name": "Chain",
-            "inputs": {a: "tensor" for a in argument_names},
-            "outputs": {"y": f"{name}({call})"},
-        }
-    )
+def symgrad_gradients(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
+    """Evaluate symgrad's backward of the one output of `spec` (incoming gradient 1).
+
+    Returns the gradient of each input that gets one; an input whose derivative is zero
+    gets none (the generated backward returns None for it).
+    """
     derived = derive(spec)
     (part,) = derived.backward
-    arguments = tensor_values(name, requires_grad=True)
-    y = evaluate(printed(spec.outputs[0].expr), **arguments)
-    grads = torch.autograd.grad(y.sum(), list(arguments.values()))
-    expected = dict(zip(arguments, grads, strict=True))
-    namespace = {k: v.detach() for k, v in arguments.items()}
-    namespace.update({"y": y.detach(), part.grad.name: torch.ones_like(y)})
+    y = evaluate(printed(spec.outputs[0].expr, derived.tensor_symbols), **values)
+    namespace = dict(values)
+    namespace.update({"y": y, part.grad.name: torch.ones_like(y)})
     shared = [s for block in derived.prelude for s in block.statements]
     shared += [s for block in part.shared for s in block.statements]
     for statement in shared:
         code = printed(statement.expr, derived.tensor_symbols)
         namespace[statement.target.name] = evaluate(code, **namespace)
-    gradients = {g.input.name: g for g in part.gradients}
-    for argument, want in expected.items():
-        if argument not in gradients:  # a zero derivative emits no gradient (None)
-            assert torch.count_nonzero(want) == 0
-            continue
-        gradient = gradients[argument]
+    gradients = {}
+    for gradient in part.gradients:
         scope = dict(namespace)
         for statement in gradient.statements:
             code = printed(statement.expr, derived.tensor_symbols)
             scope[statement.target.name] = evaluate(code, **scope)
-        actual = evaluate(printed(gradient.expr, derived.tensor_symbols), **scope)
-        torch.testing.assert_close(as_tensor(actual, want), want)
+        code = printed(gradient.expr, derived.tensor_symbols)
+        gradients[gradient.input.name] = evaluate(code, **scope)
+    return gradients
 
 
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_derivative_rule_on_numbers(name: str) -> None:
-    """The derivative printed for a number argument (math) equals the tensor one."""
-    for index in range(FUNCTIONS[name].arity):
-        tensor_code = printed(call_on(name, tensors=True).fdiff(index + 1))
-        torch_values = as_tensor(evaluate(tensor_code, **tensor_values(name)), like(name))
-        code = printed(call_on(name, tensors=False).fdiff(index + 1))
+@pytest.mark.parametrize("case", ALL_CASES, ids=str)
+def test_derivative_rule_of_a_composite_argument(case: Case) -> None:
+    """The chain rule through the arguments: d f(x / 2 + b) / dx by symgrad's reverse mode."""
+    domains = argument_domains(case.name)
+    texts = [str(a) for a in call_arguments(case, tensors=True)]
+    for k in case.variables:
+        texts[k] = f"0.5 * {texts[k]} + {_SHIFTS.get(domains[k], -0.1)}"
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Chain",
+            "inputs": {TENSOR_ARGUMENTS[k].name: "tensor" for k in case.variables},
+            "outputs": {"y": f"{case.name}({', '.join(texts)})"},
+        }
+    )
+    arguments = tensor_values(case, requires_grad=True)
+    y = evaluate(printed(spec.outputs[0].expr), **arguments)
+    grads = torch.autograd.grad(y.sum(), list(arguments.values()))
+    gradients = symgrad_gradients(spec, {k: v.detach() for k, v in arguments.items()})
+    for argument, want in zip(arguments, grads, strict=True):
+        if argument not in gradients:  # a zero derivative emits no gradient (None)
+            assert torch.count_nonzero(want) == 0
+            continue
+        torch.testing.assert_close(as_tensor(gradients[argument], want), want)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=str)
+def test_derivative_rule_on_numbers(case: Case) -> None:
+    """The derivative printed for a number argument (math) equals the tensor one.
+
+    A derivative that calls a function with no math spelling (erfinv' = ... erfinv,
+    lgamma' = digamma) refuses to print on numbers instead.
+    """
+    for index in case.variables:
+        tensor_code = printed(call_on(case, tensors=True).fdiff(index + 1))
+        torch_values = as_tensor(evaluate(tensor_code, **tensor_values(case)), like(case))
+        derivative = call_on(case, tensors=False).fdiff(index + 1)
+        if needs_tensors(derivative):
+            with pytest.raises(UnprintableError, match="declare the input as a tensor"):
+                printed(derivative)
+            continue
+        code = printed(derivative)
         assert "torch" not in code
-        math_values = [float(evaluate(code, **numbers)) for numbers in number_values(name)]
+        math_values = [float(evaluate(code, **numbers)) for numbers in number_values(case)]
         torch.testing.assert_close(torch_values, torch.tensor(math_values, dtype=torch.float64))
 
 
@@ -261,16 +394,16 @@ _CONTEXTS: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {
 
 
 @pytest.mark.parametrize("context", sorted(_CONTEXTS))
-@pytest.mark.parametrize("name", ALL_FUNCTIONS)
-def test_math_call_is_one_operand(name: str, context: str) -> None:
+@pytest.mark.parametrize("case", MATH_CASES, ids=str)
+def test_math_call_is_one_operand(case: Case, context: str) -> None:
     """A call on a number evaluates like the same call on a tensor inside any expression."""
-    call = call_on(name, tensors=False)
+    call = call_on(case, tensors=False)
     expr = _CONTEXTS[context](call)
     x = torch.tensor([0.6, 1.4], dtype=torch.float64)
     code = printed(expr)
     # The same expression with the numbers as 0-d tensors prints every call with torch.
     reference = printed(expr, frozenset({X, *NUMBER_ARGUMENTS}))
-    for numbers in number_values(name):
+    for numbers in number_values(case):
         if context == "1/(1+f)" and abs(1 + evaluate(printed(call), **numbers)) < 0.1:
             continue
         as_tensors = {k: torch.tensor(v, dtype=torch.float64) for k, v in numbers.items()}
@@ -279,6 +412,175 @@ def test_math_call_is_one_operand(name: str, context: str) -> None:
         torch.testing.assert_close(
             as_tensor(actual, x), as_tensor(expected, x), msg=lambda m, c=code: f"{c}: {m}"
         )
+
+
+# Compound arguments p - q and -p + q (p, q numbers) of a call, to check that a math
+# spelling parenthesises its operands (`x * log(y)` of x = p - q).
+_P = tuple(sympy.Symbol(f"p{k}", real=True) for k in range(_MAX_ARITY))
+_Q = tuple(sympy.Symbol(f"q{k}", real=True) for k in range(_MAX_ARITY))
+
+
+@pytest.mark.parametrize("negated", [False, True])
+@pytest.mark.parametrize("case", MATH_CASES, ids=str)
+def test_math_spelling_of_compound_arguments(case: Case, negated: bool) -> None:
+    """A call on differences of numbers equals the call on their values."""
+    compound = [-_P[k] + _Q[k] if negated else _P[k] - _Q[k] for k in range(case.arity)]
+    code = printed(FUNCTIONS[case.name].sympy_class(*compound))
+    assert "+" in code or " - " in code, code
+    plain = printed(call_on(case, tensors=False))
+    for numbers in number_values(case):
+        values = {}
+        for k in range(case.arity):
+            value = numbers[NUMBER_ARGUMENTS[k].name]
+            values[_P[k].name] = 0.5 - value if negated else value + 0.5
+            values[_Q[k].name] = 0.5
+        actual = evaluate(code, **values)
+        torch.testing.assert_close(actual, evaluate(plain, **numbers), msg=code)
+
+
+# --- Functions with special cases ----------------------------------------------------
+
+# Halves (ties), integers and in-between points, negative and positive.
+_ROUNDING_POINTS = (-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -2.0, 0.0, 3.0, -1.7, -0.2, 0.2, 2.7)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round"])
+def test_rounding_matches_torch(name: str) -> None:
+    """floor, ceil and round (half to even) agree with torch at ties; their derivative is 0."""
+    torch_function = getattr(torch, name)
+    x = torch.tensor(_ROUNDING_POINTS, dtype=torch.float64, requires_grad=True)
+    want = torch_function(x)
+    values = evaluate(printed(functions.call(name, X)), x=x.detach())
+    torch.testing.assert_close(values, want.detach(), rtol=0, atol=0)
+    math_code = printed(functions.call(name, LO))
+    math_values = [evaluate(math_code, lo=v) for v in _ROUNDING_POINTS]
+    assert all(isinstance(v, float) for v in math_values), math_values
+    torch.testing.assert_close(torch.tensor(math_values, dtype=torch.float64), want.detach())
+    (grad,) = torch.autograd.grad(want.sum(), x)
+    assert torch.count_nonzero(grad) == 0
+    assert functions.call(name, X).fdiff(1) == 0
+    assert sympy.diff(functions.call(name, X**2), X) == 0
+
+
+_INF = float("inf")
+
+
+@pytest.mark.parametrize(("name", "pole"), [("xlogy", 0.0), ("xlog1py", -1.0)])
+def test_xlogy_where_x_is_zero(name: str, pole: float) -> None:
+    """torch's rules at x == 0: the value is 0, d/dx is log(y) (log1p) where y is above the
+    log's pole and 0 at or below it, even where the log is not finite."""
+    finite_y = (0.5, 2.0, pole, pole - 0.5, 1.3, pole + 0.4)
+    finite_x = (0.0, 0.0, 0.0, 0.0, -1.2, 0.8)
+    ys = (*finite_y, _INF, -_INF, math.nan, pole - 0.5, math.nan)
+    xs = (*finite_x, 0.0, 0.0, 0.0, 0.7, 0.7)
+    x = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(ys, dtype=torch.float64, requires_grad=True)
+    node = functions.call(name, X, TENSOR_ARGUMENTS[1])
+    value = evaluate(printed(node), x=x, x1=y)
+    want_value = getattr(torch.special, name)(x, y)
+    torch.testing.assert_close(value, want_value, equal_nan=True)
+    wants = torch.autograd.grad(want_value.sum(), [x, y])
+    assert wants[0][0] == (math.log(0.5) if name == "xlogy" else math.log1p(0.5))
+    assert wants[0][2] == wants[0][3] == 0
+    for index, want in enumerate(wants):
+        actual = evaluate(printed(node.fdiff(index + 1)), x=x.detach(), x1=y.detach())
+        torch.testing.assert_close(actual, want, equal_nan=True, msg=f"argument {index}")
+    # On finite numbers: the same value and d/dx (d/dy = 0 / 0 at the pole raises).
+    number_node = functions.call(name, LO, NUMBER_ARGUMENTS[1])
+    n = len(finite_x)
+    for expr, want in ((number_node, want_value), (number_node.fdiff(1), wants[0])):
+        code = printed(expr)
+        values = [evaluate(code, lo=a, lo1=b) for a, b in zip(finite_x, finite_y, strict=True)]
+        torch.testing.assert_close(torch.tensor(values, dtype=torch.float64), want.detach()[:n])
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("erfinv", (0.5,)),
+        ("erfinv", (-0.9,)),
+        ("digamma", (0.5,)),
+        ("lgamma", (-0.5,)),
+        ("floor", (-0.5,)),
+        ("ceil", (-0.5,)),
+        ("round", (2.5,)),
+        ("round", (-0.5,)),
+        ("atan2", (1.0, -1.0)),
+        ("hypot", (3.0, 4.0)),
+        ("logit", (0.3,)),
+        ("xlogy", (0.0, 0.0)),
+        ("xlog1py", (2.0, 0.5)),
+    ],
+    ids=repr,
+)
+def test_call_on_float_constants(name: str, arguments: tuple[float, ...]) -> None:
+    """sympy folds some calls on float constants with mpmath: folded or printed with math,
+    the value is torch's."""
+    node = functions.call(name, *map(sympy.Float, arguments))
+    tensors = [torch.tensor(a, dtype=torch.float64) for a in arguments]
+    code = FUNCTIONS[name].torch.format(*(f"a{k}" for k in range(len(arguments))))
+    want = evaluate(code, **{f"a{k}": t for k, t in enumerate(tensors)})
+    value = float(node) if node.is_Number else evaluate(printed(node))
+    torch.testing.assert_close(torch.tensor(value, dtype=torch.float64), want)
+
+
+@pytest.mark.parametrize(
+    ("name", "argument"), [("erfinv", 1.5), ("digamma", 0.0), ("digamma", -2.0)], ids=repr
+)
+def test_call_on_a_constant_outside_the_domain_stays_a_call(name: str, argument: float) -> None:
+    """mpmath raises where torch gives nan or inf: the call is kept (it does not fold)."""
+    node = functions.call(name, sympy.Float(argument))
+    assert type(node) is FUNCTIONS[name].sympy_class
+    assert node.args == (sympy.Float(argument),)
+
+
+def test_polygamma_order_may_be_an_int_input() -> None:
+    """polygamma(n, x) with n an int input: the gradient of x is polygamma(n + 1, x)."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Polygamma",
+            "inputs": {"n": "int", "x": "tensor"},
+            "outputs": {"y": "polygamma(n, x)"},
+        }
+    )
+    n = spec.inputs[0].symbol
+    assert printed(spec.outputs[0].expr.fdiff(2), frozenset({X})) == (
+        "torch.special.polygamma(1 + n, x)"
+    )
+    assert spec.outputs[0].expr.fdiff(1) == 0
+    assert n not in X.free_symbols
+    for order in (0, 1, 2):
+        x = torch.tensor(_GAMMA, dtype=torch.float64, requires_grad=True)
+        (want,) = torch.autograd.grad(torch.special.polygamma(order, x).sum(), x)
+        gradients = symgrad_gradients(spec, {"n": order, "x": x.detach()})
+        assert set(gradients) == {"x"}
+        torch.testing.assert_close(gradients["x"], want)
+
+
+def test_polygamma_of_a_float_order_fails_in_torch() -> None:
+    """torch takes only an int order: the spec must pass an integer constant or int input."""
+    code = printed(functions.call("polygamma", sympy.Float(1.0), X))
+    assert code == "torch.special.polygamma(1.0, x)"
+    with pytest.raises(TypeError, match="must be int"):
+        evaluate(code, x=torch.tensor(_GAMMA, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [name for name in ALL_FUNCTIONS if FUNCTIONS[name].arity == 2 and name != "polygamma"],
+)
+@pytest.mark.parametrize("number_first", [False, True])
+def test_call_on_a_tensor_and_a_number(name: str, number_first: bool) -> None:
+    """f(x, lo) and f(lo, x) evaluate like f of two tensors."""
+    points = argument_domains(name)
+    arguments = [X, LO] if not number_first else [LO, X]
+    node = functions.call(name, *arguments)
+    x = torch.tensor(points[1 if number_first else 0], dtype=torch.float64)
+    lo = points[0 if number_first else 1][0]
+    code = printed(node, frozenset({X}))
+    reference = printed(node, frozenset({X, LO}))
+    want = evaluate(reference, x=x, lo=torch.tensor(lo, dtype=torch.float64))
+    torch.testing.assert_close(evaluate(code, x=x, lo=lo), want)
 
 
 # --- Aliases ------------------------------------------------------------------------
@@ -291,6 +593,11 @@ _ALIASES = {
     "arctan": "atan",
     "expit": "sigmoid",
     "logsigmoid": "log_sigmoid",
+    "loggamma": "lgamma",
+    "gammaln": "lgamma",
+    "psi": "digamma",
+    "arctan2": "atan2",
+    "ceiling": "ceil",
 }
 
 
@@ -302,10 +609,17 @@ def test_every_alias_is_known() -> None:
 @pytest.mark.parametrize(("alias", "name"), sorted(_ALIASES.items()))
 def test_alias_maps_to_function(alias: str, name: str) -> None:
     assert SPELLINGS[alias] == name
-    node = functions.call(alias, X)
+    arguments = TENSOR_ARGUMENTS[: FUNCTIONS[name].arity]
+    node = functions.call(alias, *arguments)
     assert type(node) is FUNCTIONS[name].sympy_class
+    assert node.args == arguments
+    names = [a.name for a in arguments]
     spec = symgrad.spec_from_dict(
-        {"name": "Alias", "inputs": {"x": "tensor"}, "outputs": {"y": f"{alias}(x)"}}
+        {
+            "name": "Alias",
+            "inputs": {a: "tensor" for a in names},
+            "outputs": {"y": f"{alias}({', '.join(names)})"},
+        }
     )
     assert type(spec.outputs[0].expr) is FUNCTIONS[name].sympy_class
 
@@ -318,6 +632,11 @@ def test_alias_maps_to_function(alias: str, name: str) -> None:
         (sympy.log(sympy.Symbol("x")), "log"),
         (sympy.sign(sympy.Symbol("x")), "sign"),
         (sympy.erfc(sympy.Symbol("x")), "erfc"),
+        (sympy.erfinv(sympy.Symbol("x")), "erfinv"),
+        (sympy.loggamma(sympy.Symbol("x")), "lgamma"),
+        (sympy.floor(sympy.Symbol("x")), "floor"),
+        (sympy.ceiling(sympy.Symbol("x")), "ceil"),
+        (cfunctions.hypot(sympy.Symbol("x"), sympy.Symbol("x")), "hypot"),
     ],
 )
 def test_sympy_functions_map_to_the_table(sympy_expr: sympy.Expr, name: str) -> None:
@@ -326,7 +645,33 @@ def test_sympy_functions_map_to_the_table(sympy_expr: sympy.Expr, name: str) -> 
     )
     expr = spec.outputs[0].expr
     assert type(expr) is FUNCTIONS[name].sympy_class
-    assert expr.args == (spec.inputs[0].symbol,)
+    assert set(expr.args) == {spec.inputs[0].symbol}
+
+
+@pytest.mark.parametrize(
+    ("sympy_expr", "name", "order"),
+    [
+        (sympy.atan2(sympy.Symbol("y"), sympy.Symbol("x")), "atan2", ("y", "x")),
+        # sympy writes digamma(x) as polygamma(0, x).
+        (sympy.digamma(sympy.Symbol("x")), "polygamma", (0, "x")),
+        (sympy.polygamma(2, sympy.Symbol("x")), "polygamma", (2, "x")),
+    ],
+    ids=repr,
+)
+def test_sympy_functions_of_two_arguments_map_to_the_table(
+    sympy_expr: sympy.Expr, name: str, order: tuple[str | int, ...]
+) -> None:
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "FromSympy",
+            "inputs": {"x": "tensor", "y": "tensor"},
+            "outputs": {"y_out": sympy_expr},
+        }
+    )
+    symbols = {i.name: i.symbol for i in spec.inputs}
+    expr = spec.outputs[0].expr
+    assert type(expr) is FUNCTIONS[name].sympy_class
+    assert expr.args == tuple(symbols[a] if isinstance(a, str) else a for a in order)
 
 
 def test_unknown_spelling_is_not_a_function() -> None:
@@ -373,6 +718,28 @@ def test_unknown_spelling_is_not_a_function() -> None:
         (LO ** sympy.Rational(1, 2), "math.sqrt(lo)"),
         (functions.call("sigmoid", LO + 1), "(0.5 + 0.5 * math.tanh(0.5 * (1 + lo)))"),
         (functions.call("tanh", functions.call("exp", LO) * X), "torch.tanh(x*math.exp(lo))"),
+        (functions.call("polygamma", 1, X), "torch.special.polygamma(1, x)"),
+        (functions.call("polygamma", 1, X).fdiff(2), "torch.special.polygamma(2, x)"),
+        (functions.call("digamma", X).fdiff(1), "torch.special.polygamma(1, x)"),
+        (functions.call("lgamma", X).fdiff(1), "torch.special.digamma(x)"),
+        (functions.call("gammaln", LO), "math.lgamma(lo)"),
+        (
+            functions.call("erfinv", X).fdiff(1),
+            "math.sqrt(math.pi)*torch.exp(torch.special.erfinv(x)**2)/2",
+        ),
+        (functions.call("xlogy", X, LO), "torch.special.xlogy(x, lo)"),
+        (
+            functions.call("xlogy", LO, NUMBER_ARGUMENTS[1]),
+            "(0.0 if (lo) == 0 else (lo) * math.log(lo1))",
+        ),
+        (functions.call("logit", LO + 1), "math.log((1 + lo) / (1 - (1 + lo)))"),
+        (
+            functions.call("hypot", X, LO).fdiff(1),
+            "x/torch.hypot(x, torch.tensor(lo, dtype=torch.float64))",
+        ),
+        (functions.call("arctan2", LO, NUMBER_ARGUMENTS[1]), "math.atan2(lo, lo1)"),
+        (functions.call("round", LO), "float(round(lo))"),
+        (functions.call("ceil", LO - 1), "float(math.ceil(-1 + lo))"),
     ],
     ids=repr,
 )
@@ -397,6 +764,9 @@ def test_large_integers_print_as_floats_torch_accepts() -> None:
         (functions.call("exp", X), False),
         (functions.call("abs", LO) * X, False),
         (X**2 + 1, False),
+        (functions.call("floor", LO) * X, True),
+        (functions.call("round", LO) * X, False),
+        (functions.call("xlogy", LO, X), False),
     ],
     ids=repr,
 )
@@ -447,7 +817,6 @@ _UNPRINTABLE = {
     "nan": sympy.nan,
     "I * x": sympy.I * X,
     "Max(x, 0)": sympy.Max(X, 0),
-    "x > 0": X > 0,
     "Integer 10**400": sympy.Integer(10**400),
     "x / 10**400": X / 10**400,
 }

@@ -1,0 +1,153 @@
+"""Conditionals: torch's conventions at kinks and ties, and no NaN from untaken branches."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import sympy
+import torch
+
+import symgrad
+from symgrad import piecewise
+
+# Points on both sides of every kink below, and exactly on them.
+POINTS = torch.tensor([-3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0], dtype=torch.float64)
+
+
+def _function(tmp_path: Path, expr: str, inputs: dict[str, object] | None = None) -> Callable:
+    """Generate a one-output Function for `expr` and return its convenience function."""
+    name = f"Case{abs(hash(expr)) % 10**8}"
+    spec = symgrad.spec_from_dict(
+        {"name": name, "inputs": inputs or {"x": "tensor"}, "outputs": {"y": expr}}
+    )
+    files = symgrad.generate(spec)
+    symgrad.write_files(files, tmp_path)
+    module_name = spec.module
+    location = importlib.util.spec_from_file_location(module_name, tmp_path / f"{module_name}.py")
+    assert location is not None and location.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(location)
+    sys.modules[module_name] = module
+    location.loader.exec_module(module)
+    return getattr(module, module_name)  # type: ignore[no-any-return]
+
+
+def _grad(fn: Callable, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    leaves = [a.clone().requires_grad_() for a in args]
+    return torch.autograd.grad(fn(*leaves).sum(), leaves)
+
+
+@pytest.mark.parametrize(
+    ("expr", "builtin"),
+    [
+        ("relu(x)", torch.relu),
+        ("abs(x)", torch.abs),
+        ("clamp(x, -1, 1)", lambda x: torch.clamp(x, -1, 1)),
+        # A number bound splits a tie like torch.maximum with a tensor of that number.
+        ("max(x, 0.5)", lambda x: torch.maximum(x, torch.full_like(x, 0.5))),
+        ("min(x, -0.5)", lambda x: torch.minimum(x, torch.full_like(x, -0.5))),
+    ],
+)
+def test_kinks_follow_torch_everywhere_boundaries_included(
+    tmp_path: Path, expr: str, builtin: Callable
+) -> None:
+    fn = _function(tmp_path, expr)
+    torch.testing.assert_close(fn(POINTS), builtin(POINTS), rtol=0, atol=0)
+    torch.testing.assert_close(_grad(fn, POINTS), _grad(builtin, POINTS), rtol=0, atol=0)
+
+
+def test_max_and_min_of_two_tensors_split_ties_like_torch(tmp_path: Path) -> None:
+    other = torch.tensor([-3.0, 0.0, -1.0, 1.0, 0.0, 0.5, 2.0, 1.5, -3.0], dtype=torch.float64)
+    for expr, builtin in (("max(x, w)", torch.maximum), ("min(x, w)", torch.minimum)):
+        fn = _function(tmp_path, expr, {"x": "tensor", "w": "tensor"})
+        torch.testing.assert_close(fn(POINTS, other), builtin(POINTS, other), rtol=0, atol=0)
+        for got, want in zip(_grad(fn, POINTS, other), _grad(builtin, POINTS, other), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_clamp_with_tensor_bounds_matches_torch(tmp_path: Path) -> None:
+    low = torch.full_like(POINTS, -1.0)
+    high = torch.full_like(POINTS, 1.0)
+    fn = _function(tmp_path, "clamp(x, lo, hi)", {"x": "tensor", "lo": "tensor", "hi": "tensor"})
+    for got, want in zip(
+        _grad(fn, POINTS, low, high), _grad(torch.clamp, POINTS, low, high), strict=True
+    ):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        (
+            "where(x > 0, sqrt(x), 0)",
+            lambda x: torch.where(x > 0, 0.5 / x.clamp(min=1e-300).sqrt(), 0),
+        ),
+        ("where(x != 0, sin(x) / x, 1)", None),
+        ("where(x > -1, log(1 + x), -x)", lambda x: torch.where(x > -1, 1 / (1 + x).abs(), -1)),
+    ],
+)
+def test_untaken_branches_give_no_nan(tmp_path: Path, expr: str, expected: Callable | None) -> None:
+    fn = _function(tmp_path, expr)
+    (grad,) = _grad(fn, POINTS)
+    assert torch.isfinite(grad).all(), grad
+    if expected is not None:
+        torch.testing.assert_close(grad, expected(POINTS))
+    # Second order too: the backward's own where() must not multiply NaN by zero.
+    x = POINTS.clone().requires_grad_()
+    (first,) = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), x)
+    assert torch.isfinite(second).all(), second
+
+
+def test_sinc_gradient_at_zero_is_the_limit(tmp_path: Path) -> None:
+    fn = _function(tmp_path, "where(x != 0, sin(x) / x, 1)")
+    (grad,) = _grad(fn, torch.tensor([0.0, 1e-3], dtype=torch.float64))
+    assert grad[0] == 0
+    torch.testing.assert_close(
+        grad[1], torch.tensor(-1e-3 / 3, dtype=torch.float64), rtol=1e-3, atol=0
+    )
+
+
+def test_number_branches_take_the_tensor_dtype(tmp_path: Path) -> None:
+    fn = _function(tmp_path, "x * where(x > 0, 2, 1)")
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        value = fn(POINTS.to(dtype))
+        assert value.dtype == dtype
+        torch.testing.assert_close(value, (POINTS * torch.where(POINTS > 0, 2.0, 1.0)).to(dtype))
+
+
+def test_conditions_on_numbers_use_python(tmp_path: Path) -> None:
+    fn = _function(
+        tmp_path, "where(k > 0 and not k > 10, k * x, -x)", {"x": "tensor", "k": "float"}
+    )
+    torch.testing.assert_close(fn(POINTS, 2.0), 2 * POINTS)
+    torch.testing.assert_close(fn(POINTS, -2.0), -POINTS)
+    torch.testing.assert_close(fn(POINTS, 20.0), -POINTS)
+
+
+def test_chained_and_combined_conditions(tmp_path: Path) -> None:
+    fn = _function(tmp_path, "where(-1 < x <= 1 or x > 2.5, x**2, 0)")
+    mask = ((POINTS > -1) & (POINTS <= 1)) | (POINTS > 2.5)
+    torch.testing.assert_close(fn(POINTS), torch.where(mask, POINTS**2, 0.0))
+    (grad,) = _grad(fn, POINTS)
+    torch.testing.assert_close(grad, torch.where(mask, 2 * POINTS, 0.0))
+
+
+def test_guard_leaves_everywhere_finite_branches_alone() -> None:
+    x = sympy.Symbol("x", real=True)
+    polynomial = piecewise.where(x > 0, x**2 + 3 * x, sympy.Integer(0))
+    assert piecewise.guard_branches(polynomial, {x}) == polynomial
+    rooted = piecewise.guard_branches(piecewise.where(x > 0, sympy.sqrt(x), sympy.Integer(0)), {x})
+    assert rooted.args[1] == sympy.sqrt(piecewise.where(x > 0, x, 1))
+
+
+def test_guard_finds_points_relative_to_other_inputs() -> None:
+    x, lo = sympy.symbols("x lo", real=True)
+    guarded = piecewise.guard_branches(
+        piecewise.where(x > lo, sympy.log(x - lo), sympy.Integer(0)), {x}
+    )
+    assert guarded.args[1] == sympy.log(piecewise.where(x > lo, x, lo + 1) - lo)
