@@ -48,15 +48,21 @@ def derive(spec: Spec) -> Derived:
             grad,
             [Assignment(a.target, guard(a.expr)) for a in intermediates],
         )
-        adjoints = sweep.adjoints
+        adjoints = dict(sweep.adjoints)
+        for item in spec.differentiable_inputs:
+            override = spec.override(output, item)
+            if override is not None:  # the user's d output / d input replaces ours
+                adjoints[item.symbol] = grad * guard(override.expr)
         gradients = {
             i: _simplify_bounded(_reuse_forward_values(adjoints[i.symbol], known_values))
             for i in spec.differentiable_inputs
             if adjoints.get(i.symbol, 0) != 0
         }
+        read = set().union(*(g.free_symbols for g in gradients.values()))
         statements = tuple(
             Assignment(s.target, _reuse_forward_values(s.expr, known_values))
             for s in sweep.statements
+            if s.target in closure(read, sweep.statements)
         )
         parts.append(OutputGradients(output, grad, gradients, statements))
 

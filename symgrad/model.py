@@ -80,6 +80,17 @@ class Output:
 
 
 @dataclass(frozen=True)
+class GradientOverride:
+    """`gradients[output][input]`: the elementwise d output / d input to use instead."""
+
+    output: Output
+    input: Input
+    # Over inputs, intermediates and outputs; the backward multiplies it by grad_output.
+    expr: sympy.Expr
+    location: Location
+
+
+@dataclass(frozen=True)
 class Spec:
     """A whole function: its names, inputs, intermediates and outputs."""
 
@@ -94,6 +105,8 @@ class Spec:
     outputs: tuple[Output, ...]
     # Where the spec came from, as shown in the generated header (never absolute).
     source: str
+    # The user's own partial derivatives (straight-through estimators and the like).
+    overrides: tuple[GradientOverride, ...] = ()
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:
@@ -102,3 +115,10 @@ class Spec:
     @property
     def differentiable_inputs(self) -> tuple[Input, ...]:
         return tuple(i for i in self.inputs if i.differentiable)
+
+    def override(self, output: Output, item: Input) -> GradientOverride | None:
+        """The user's d output / d input, if the spec gives one."""
+        for override in self.overrides:
+            if override.output == output and override.input == item:
+                return override
+        return None

@@ -19,6 +19,7 @@ from symgrad import expr as expressions
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
 from symgrad.model import (
+    GradientOverride,
     Input,
     InputType,
     Intermediate,
@@ -27,7 +28,7 @@ from symgrad.model import (
     Spec,
 )
 
-_TOP_KEYS = ("name", "module", "doc", "inputs", "where", "outputs")
+_TOP_KEYS = ("name", "module", "doc", "inputs", "where", "outputs", "gradients")
 _OUTPUT_KEYS = ("expr", "differentiable")
 _INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
 _ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
@@ -72,8 +73,10 @@ def parse_spec(root: Node, source: str) -> Spec:
     output_names = list(outputs_node.value) if isinstance(outputs_node.value, dict) else []
     intermediates = _parse_where(where_node, symbols, name, output_names) if where_node else ()
     outputs = _parse_outputs(outputs_node, symbols, inputs, intermediates, name)
+    gradients_node = fields.optional("gradients")
+    overrides = _parse_gradients(gradients_node, symbols, inputs, outputs) if gradients_node else ()
     fields.finish()
-    return Spec(name, module, doc, inputs, intermediates, outputs, source)
+    return Spec(name, module, doc, inputs, intermediates, outputs, source, overrides)
 
 
 class _Section:
@@ -440,6 +443,61 @@ def _parse_outputs(
         symbol = sympy.Symbol(name, real=True)
         outputs.append(Output(name, symbol, expr, location, differentiable))
     return tuple(outputs)
+
+
+def _parse_gradients(
+    node: Node,
+    symbols: Mapping[str, sympy.Symbol],
+    inputs: tuple[Input, ...],
+    outputs: tuple[Output, ...],
+) -> tuple[GradientOverride, ...]:
+    """`gradients: {output: {input: expression}}`, the user's own partial derivatives."""
+    by_output = {o.name: o for o in outputs}
+    by_input = {i.name: i for i in inputs}
+    # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)).
+    names = {**symbols, **{o.name: o.symbol for o in outputs}}
+    overrides = []
+    for output_name, output_node in _mapping_entries(node, "gradients"):
+        path = f"gradients.{output_name}"
+        output = by_output.get(output_name)
+        if output is None:
+            hint = expressions.did_you_mean(output_name, by_output) or (
+                f"; outputs are: {', '.join(by_output)}"
+            )
+            message = f"unknown output {output_name!r}{hint}"
+            raise SpecError(_key_location(node, output_name), message, "gradients")
+        if not output.differentiable:
+            message = f"output {output_name!r} is marked differentiable: false"
+            raise SpecError(_key_location(node, output_name), message, path)
+        for input_name, expr_node in _mapping_entries(output_node, path):
+            item = by_input.get(input_name)
+            if item is None:
+                hint = expressions.did_you_mean(input_name, by_input) or (
+                    f"; inputs are: {', '.join(by_input)}"
+                )
+                message = f"unknown input {input_name!r}{hint}"
+                raise SpecError(_key_location(output_node, input_name), message, path)
+            where = f"{path}.{input_name}"
+            if not item.differentiable:
+                message = (
+                    f"input {input_name!r} takes no gradient "
+                    "(it is a number or a tensor with requires_grad: false)"
+                )
+                raise SpecError(_key_location(output_node, input_name), message, where)
+            expr = _expression(expr_node, names, where)
+            overrides.append(GradientOverride(output, item, expr, expr_node.location))
+    return tuple(overrides)
+
+
+def _mapping_entries(node: Node, path: str) -> list[tuple[str, Node]]:
+    if not isinstance(node.value, dict):
+        raise SpecError(node.location, f"expected a mapping, got {_kind(node)}", path)
+    return list(node.value.items())
+
+
+def _key_location(node: Node, key: str) -> Location:
+    assert node.key_locations is not None
+    return node.key_locations[key]
 
 
 def _tensor_dependent(
