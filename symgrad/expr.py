@@ -231,6 +231,8 @@ class _Builder:
         if node.keywords:
             raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
         name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
+        if name == "Piecewise":
+            return self.piecewise_call(node, depth)
         if name in piecewise.CONDITIONAL_FUNCTIONS:
             return self.conditional_call(node, name, depth)
         info = functions.FUNCTIONS[functions.SPELLINGS[spelling]]
@@ -239,6 +241,23 @@ class _Builder:
         args = [self.value(arg, depth) for arg in node.args]
         # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
         return self.checked_constant(node, functions.call(spelling, *args))
+
+    def piecewise_call(self, node: ast.Call, depth: int) -> sympy.Expr:
+        """sympy's Piecewise((a, cond), ..., (z, True)) as nested where()."""
+        cases = []
+        for case in node.args:
+            if not (isinstance(case, ast.Tuple) and len(case.elts) == 2):
+                raise self.error(case, "Piecewise takes (value, condition) pairs")
+            value_node, condition_node = case.elts
+            is_otherwise = isinstance(condition_node, ast.Constant) and condition_node.value is True
+            condition = sympy.true if is_otherwise else self.condition(condition_node, depth)
+            cases.append((self.value(value_node, depth), condition))
+        if not cases or cases[-1][1] is not sympy.true:
+            raise self.error(node.func, "Piecewise needs a last case (value, True)")
+        result = cases[-1][0]
+        for value, condition in reversed(cases[:-1]):
+            result = piecewise.where(condition, value, result)
+        return result
 
     def conditional_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
         """where(cond, a, b), relu, max, min or clamp."""
@@ -306,6 +325,7 @@ def function_names() -> list[str]:
         *functions.SPELLINGS,
         *piecewise.CONDITIONAL_FUNCTIONS,
         *piecewise.CONDITIONAL_ALIASES,
+        "Piecewise",
     ]
 
 
@@ -386,6 +406,12 @@ def from_sympy(
         if not expr.is_finite:
             raise SpecError(location, f"constant {expr} is not a finite number")
         return expr
+    if isinstance(expr, sympy.Piecewise):
+        return _from_sympy_piecewise(expr, symbols, location)
+    if isinstance(expr, (sympy.Max, sympy.Min)) and len(expr.args) == 2:
+        kind = piecewise.Maximum if isinstance(expr, sympy.Max) else piecewise.Minimum
+        result: sympy.Expr = kind(*(from_sympy(a, symbols, location) for a in expr.args))
+        return result
     if isinstance(expr, sympy.Function) and type(expr).__name__ in functions.SPELLINGS:
         info = functions.FUNCTIONS[functions.SPELLINGS[type(expr).__name__]]
         if len(expr.args) != info.arity:
@@ -400,3 +426,33 @@ def from_sympy(
     if isinstance(expr, sympy.Pow):
         return functions.call("exp", args[1]) if args[0] == sympy.E else sympy.Pow(*args)
     return functions.call(type(expr).__name__, *args)
+
+
+def _from_sympy_piecewise(
+    expr: sympy.Piecewise, symbols: Mapping[str, sympy.Symbol], location: Location
+) -> sympy.Expr:
+    """sympy's Piecewise as nested where(); it must end with a (value, True) case."""
+    *cases, (last_value, last_condition) = expr.args
+    if last_condition is not sympy.true:
+        raise SpecError(location, "Piecewise needs a last case (value, True)")
+    result = from_sympy(last_value, symbols, location)
+    for value, condition in reversed(cases):
+        result = piecewise.where(
+            _condition_from_sympy(condition, symbols, location),
+            from_sympy(value, symbols, location),
+            result,
+        )
+    return result
+
+
+def _condition_from_sympy(
+    condition: sympy.Basic, symbols: Mapping[str, sympy.Symbol], location: Location
+) -> sympy.Basic:
+    if isinstance(condition, Relational):
+        lhs, rhs = (from_sympy(side, symbols, location) for side in condition.args)
+        return type(condition)(lhs, rhs)
+    if isinstance(condition, (sympy.And, sympy.Or, sympy.Not)):
+        return type(condition)(
+            *(_condition_from_sympy(a, symbols, location) for a in condition.args)
+        )
+    raise SpecError(location, f"unsupported condition {type(condition).__name__}: {condition}")

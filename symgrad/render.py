@@ -59,15 +59,37 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     """Print the module and the test for `derived`, black-formatted."""
     spec = derived.spec
     printer = TorchPrinter(derived.tensor_symbols, _temporary_names(derived))
+    _check_printable(derived)
     try:
         context = _module_context(derived, printer, version)
         test_context = _test_context(derived, TorchPrinter(derived.tensor_symbols), version)
     except UnprintableError as error:
-        location = spec.outputs[0].location
-        raise SpecError(location, f"cannot generate code: {error}") from None
+        # The forward printed (checked above): the trouble is in a derivative.
+        outputs = ", ".join(o.name for o in spec.outputs)
+        raise SpecError(
+            spec.outputs[0].location,
+            f"cannot generate the backward of {outputs}: {error}",
+            "outputs",
+        ) from None
     module = _format(_template("function.py.jinja").render(context))
     test = _format(_template("test_function.py.jinja").render(test_context))
     return GeneratedFiles(spec.module, module, test)
+
+
+def _check_printable(derived: Derived) -> None:
+    """Raise a SpecError at the `where` or output whose expression cannot be printed."""
+    printer = TorchPrinter(derived.tensor_symbols)
+    spec = derived.spec
+    named = [(f"where.{i.name}", i.expr, i.location) for i in spec.intermediates]
+    named += [(f"outputs.{o.name}", o.expr, o.location) for o in spec.outputs]
+    named += [
+        (f"gradients.{g.output.name}.{g.input.name}", g.expr, g.location) for g in spec.overrides
+    ]
+    for path, expr, location in named:
+        try:
+            printer.doprint(expr)
+        except UnprintableError as error:
+            raise SpecError(location, f"cannot generate code: {error}", path) from None
 
 
 def _format(source: str) -> str:
