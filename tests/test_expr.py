@@ -13,7 +13,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symgrad import functions
+from symgrad import functions, piecewise
 from symgrad.errors import Location, SpecError
 from symgrad.expr import (
     MAX_EXPRESSION_CHARS,
@@ -572,7 +572,7 @@ def from_sympy_error(given_expr: object) -> str:
         (sympy.gamma(X), "unsupported sympy expression gamma: gamma(x)"),
         (sympy.Function("f")(X), "unsupported sympy expression f: f(x)"),
         (sympy.besselj(0, X), "unsupported sympy expression besselj: besselj(0, x)"),
-        (sympy.Max(X, 1), "unsupported sympy expression Max: Max(1, x)"),
+        (sympy.Max(X, 1, Y), "unsupported sympy expression Max: Max(1, x, y)"),
         (X > 0, "unsupported sympy expression StrictGreaterThan: x > 0"),
         (sympy.I * X, "unsupported sympy expression ImaginaryUnit: I"),
         (sympy.zoo, "unsupported sympy expression ComplexInfinity: zoo"),
@@ -585,10 +585,17 @@ def test_from_sympy_refuses(given_expr: object, message: str) -> None:
     assert from_sympy_error(given_expr) == f"spec.yaml:3:6: {message}"
 
 
-def test_from_sympy_refuses_piecewise() -> None:
-    # FINDING: the message names the condition inside (StrictGreaterThan), not Piecewise.
-    message = from_sympy_error(sympy.Piecewise((X, X > 0), (0, True)))
-    assert message.startswith("spec.yaml:3:6: unsupported sympy expression Piecewise: ")
+def test_from_sympy_converts_piecewise_max_and_min() -> None:
+    given = sympy.Piecewise((X, X > 0), (sympy.Max(X, Y), True)) + sympy.Min(X, 1)
+    converted = from_sympy(given, SYMBOLS, AT)
+    # sympy orders Min's arguments itself (numbers first).
+    expected = piecewise.where(x > 0, x, piecewise.Maximum(x, y)) + piecewise.Minimum(1, x)
+    assert converted == expected
+
+
+def test_from_sympy_refuses_piecewise_without_a_last_true_case() -> None:
+    message = from_sympy_error(sympy.Piecewise((X, X > 0), (0, X < -1)))
+    assert message == "spec.yaml:3:6: Piecewise needs a last case (value, True)"
 
 
 @pytest.mark.parametrize("given_expr", [sympy.oo, -sympy.oo, sympy.nan, float("inf"), X * sympy.oo])
