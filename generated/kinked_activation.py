@@ -45,7 +45,10 @@ class KinkedActivation(torch.autograd.Function):
         x: torch.Tensor, floor_: torch.Tensor, slope: float = 0.1, cap: float = 2.0
     ) -> torch.Tensor:
         y = torch.clamp(
-            slope * torch.clamp(x, max=0) + torch.relu(x), -1, cap
+            slope * torch.minimum(x, torch.tensor(0, dtype=torch.float64))
+            + torch.relu(x),
+            -1,
+            cap,
         ) + torch.maximum(x, floor_)
         return y
 

@@ -168,3 +168,32 @@ def test_vmap_matches_a_loop() -> None:
             grads, torch.func.grad(total, argnums=wrt)(*detached), strict=True
         ):
             torch.testing.assert_close(grad[k], want)
+
+
+# Each branch boundary or kink of a tensor input: (input, value).
+BOUNDARIES = [("x", 0.0)]
+INPUT_NAMES = ("x",)
+
+
+@pytest.mark.parametrize(("name", "boundary"), BOUNDARIES)
+def test_branches_and_boundaries(name: str, boundary: float) -> None:
+    """On both sides of each boundary and exactly on it, match torch's conventions."""
+    inputs = list(make_inputs())
+    index = INPUT_NAMES.index(name)
+    original = inputs[index]
+    around = boundary + torch.tensor([-0.5, -1e-3, 0.0, 1e-3, 0.5], dtype=torch.float64)
+    probe = around.repeat(original.numel() // 5 + 1)[: original.numel()].reshape(
+        original.shape
+    )
+    inputs[index] = probe.requires_grad_(original.requires_grad)
+    actual = _as_tuple(safe_sinc(*inputs))
+    expected = reference(*inputs)
+    for value, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(value, want, equal_nan=True)
+    cotangents = [torch.ones_like(o) for o in _differentiable_outputs(expected)]
+    wrt = _differentiable(tuple(inputs))
+    grads = _vjp(_differentiable_outputs(actual), wrt, cotangents)
+    wants = _vjp(_differentiable_outputs(expected), wrt, cotangents)
+    for grad, want in zip(grads, wants, strict=True):
+        assert torch.isfinite(grad[torch.isfinite(want)]).all()
+        torch.testing.assert_close(grad, want, equal_nan=True)

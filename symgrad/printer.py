@@ -154,20 +154,25 @@ class TorchPrinter(StrPrinter):
         return f"torch.relu({self._print(x)})" if self.is_tensor(x) else f"max({self._print(x)}, 0)"
 
     def _print_Maximum(self, expr: piecewise.Maximum) -> str:
-        return self._extremum(expr, "maximum", "min")
+        return self._extremum(expr, "maximum")
 
     def _print_Minimum(self, expr: piecewise.Minimum) -> str:
-        return self._extremum(expr, "minimum", "max")
+        return self._extremum(expr, "minimum")
 
-    def _extremum(self, expr: sympy.Basic, name: str, bound: str) -> str:
+    def _extremum(self, expr: sympy.Basic, name: str) -> str:
         a, b = expr.args
         tensors = (self.is_tensor(a), self.is_tensor(b))
         if all(tensors):
             return f"torch.{name}({self._print(a)}, {self._print(b)})"
         if not any(tensors):
             return f"{name[:3]}({self._print(a)}, {self._print(b)})"
-        tensor, number = (a, b) if tensors[0] else (b, a)
-        return f"torch.clamp({self._print(tensor)}, {bound}={self._print(number)})"
+        # torch.maximum takes tensors only; a 0-d float64 tensor keeps the other's dtype.
+        # (torch.clamp would give the same values, but the whole gradient at a tie.)
+        texts = [
+            self._print(arg) if tensor else f"torch.tensor({self._print(arg)}, dtype=torch.float64)"
+            for arg, tensor in zip((a, b), tensors, strict=True)
+        ]
+        return f"torch.{name}({texts[0]}, {texts[1]})"
 
     def _print_Clamp(self, expr: piecewise.Clamp) -> str:
         x, low, high = expr.args

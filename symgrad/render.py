@@ -12,7 +12,7 @@ import importlib.resources
 import itertools
 import random
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,10 @@ import black
 import jinja2
 import sympy
 from black.mode import TargetVersion
+from sympy.core.relational import Relational
 from sympy.printing.str import StrPrinter
 
-from symgrad import piecewise
+from symgrad import functions, piecewise
 from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
 from symgrad.model import Input, InputType, Spec
@@ -430,6 +431,42 @@ def default_shape(spec: Spec) -> tuple[int, ...]:
     return tuple(3 if size == 1 and index < rank - 1 else size for index, size in enumerate(result))
 
 
+def _boundaries(spec: Spec, test_values: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(input, value) for each branch boundary or kink of a tensor input at a number.
+
+    These are the points the generated test probes: where(x > lo, ...) at lo,
+    relu(x) and abs(x) at 0, clamp(x, lo, hi) at lo and hi, max(x, c) at c.
+    """
+    tensors = {i.symbol: i for i in spec.tensor_inputs}
+    numbers = {i.symbol: sympy.sympify(test_values[i.name]) for i in spec.inputs if not i.is_tensor}
+    found: dict[tuple[str, str], None] = {}
+
+    def add(side: sympy.Basic, other: sympy.Basic) -> None:
+        if side in tensors and not other.free_symbols & tensors.keys():
+            value = sympy.sympify(other).xreplace(numbers)
+            if value.is_number and value.is_finite and value.is_real:
+                found[(tensors[side].name, repr(float(value)))] = None
+
+    for expr in [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]:
+        for relation in expr.atoms(Relational):
+            add(relation.lhs, relation.rhs)
+            add(relation.rhs, relation.lhs)
+        for kink in expr.atoms(piecewise.Kink):
+            args = kink.args
+            if isinstance(kink, piecewise.Relu):
+                add(args[0], sympy.Integer(0))
+            elif isinstance(kink, piecewise.Clamp):
+                add(args[0], args[1])
+                add(args[0], args[2])
+            else:
+                add(args[0], args[1])
+                add(args[1], args[0])
+        for call in expr.atoms(functions.ElementwiseFunction):
+            if type(call).__name__ in ("abs", "sign"):
+                add(call.args[0], sympy.Integer(0))
+    return list(found)
+
+
 def unique_names(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
@@ -502,6 +539,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         else:
             value = item.default if item.default is not None else _sample_number(item, rng)
             samples.append({"name": item.name, "tensor": False, "value": str(value)})
+    test_values = {str(s["name"]): str(s["value"]) for s in samples if not s["tensor"]}
     # The formula as written, with torch's own relu, maximum and clamp, and untaken
     # branches guarded so that autograd of torch.where gives no NaN (symgrad.piecewise).
     tensors = derived.tensor_symbols
@@ -525,6 +563,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "samples": samples,
         "input_names": [i.name for i in spec.inputs],
         "reference": reference,
+        "boundaries": [f"({name!r}, {value})" for name, value in _boundaries(spec, test_values)],
         "overridden": overridden,
         "gradcheck_inputs": [
             i.name for i in spec.differentiable_inputs if i.name not in overridden
