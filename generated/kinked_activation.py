@@ -75,7 +75,7 @@ class KinkedActivation(torch.autograd.Function):
             _t6 = slope * torch.where(_t5, x, torch.where(_t4, 0, x / 2)) + torch.where(
                 _t4, x, 0
             )
-            _t7 = torch.where((_t6 > cap), 0, torch.where((_t6 < (-1)), 0, grad_y))
+            _t7 = torch.where((_t6 > cap), 0, torch.where((_t6 < -1), 0, grad_y))
             _t8 = _t7 * slope
             grad_x = (
                 _t3

@@ -122,7 +122,7 @@ class TorchPrinter(StrPrinter):
     # --- Conditions and conditional values (symgrad.piecewise) ---------------------
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
-        lhs, rhs = (self.parenthesize(side, PRECEDENCE["Add"]) for side in expr.args)
+        lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
         return f"({lhs} {_RELATIONS[type(expr)]} {rhs})"
 
     def _print_And(self, expr: sympy.Basic) -> str:
