@@ -425,6 +425,8 @@ def from_sympy(
         return sympy.Mul(*args)
     if isinstance(expr, sympy.Pow):
         return functions.call("exp", args[1]) if args[0] == sympy.E else sympy.Pow(*args)
+    if isinstance(expr, sympy.sinc):  # sympy's is sin(x)/x; the language's is torch's
+        return functions.call("sinc", args[0] / sympy.pi)
     return functions.call(type(expr).__name__, *args)
 
 

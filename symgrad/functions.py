@@ -128,6 +128,21 @@ def _xlog1py(node: sympy.Expr, index: int) -> sympy.Expr:
     return _call("xlog1py", _log_weight(x, 1 + y), y) if index == 0 else x / (1 + y)
 
 
+def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
+    """(cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0, as torch.special.sinc has it.
+
+    The division is evaluated at 1 where x == 0, so no NaN reaches double backward
+    (Note [Untaken branches] in symgrad.piecewise).
+    """
+    from symgrad import piecewise
+
+    x = _arg(node)
+    nonzero = sympy.Ne(x, 0)
+    safe = piecewise.where(nonzero, x, sympy.Integer(1))
+    slope = (_call("cos", sympy.pi * safe) - _call("sinc", safe)) / safe
+    return piecewise.where(nonzero, slope, sympy.Integer(0))
+
+
 def _atan2(node: sympy.Expr, index: int) -> sympy.Expr:
     """d atan2(y, x) / dy = x / (x**2 + y**2); d / dx = -y / (x**2 + y**2)."""
     y, x = node.args
@@ -316,6 +331,13 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "math.atan2({0}, {1})",
         ("arctan2",),
         tensor_arguments=True,
+    ),
+    FunctionInfo(
+        "sinc",
+        1,
+        _sinc,
+        "torch.special.sinc({0})",
+        "(math.sin(math.pi * ({0})) / (math.pi * ({0})) if ({0}) != 0 else 1.0)",
     ),
     FunctionInfo("floor", 1, _zero, "torch.floor({0})", "float(math.floor({0}))"),
     FunctionInfo("ceil", 1, _zero, "torch.ceil({0})", "float(math.ceil({0}))", ("ceiling",)),

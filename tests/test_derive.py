@@ -76,6 +76,7 @@ SYMPY_EQUIVALENTS: dict[str, Callable[..., sympy.Expr]] = {
     "floor": sympy.floor,
     "ceil": sympy.ceiling,
     "round": lambda a: sympy.floor(a + sympy.Rational(1, 2)),  # derivative checks only
+    "sinc": lambda a: sympy.sin(sympy.pi * a) / (sympy.pi * a),
 }
 
 

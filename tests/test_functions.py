@@ -257,6 +257,8 @@ def test_call_on_numbers_without_math_spelling_raises(case: Case) -> None:
 
 def _sympy_function(name: str) -> Callable[..., sympy.Expr] | None:
     """sympy's own function spelled like `name` or one of its aliases, if any."""
+    if name == "sinc":  # torch's sinc is normalised: sin(pi x) / (pi x)
+        return lambda a: sympy.sinc(sympy.pi * a)
     for namespace in (sympy, cfunctions):
         for spelling in (name, *FUNCTIONS[name].aliases):
             candidate = getattr(namespace, spelling, None)
