@@ -36,9 +36,12 @@ class TorchPrinter(StrPrinter):
         self,
         tensor_symbols: frozenset[sympy.Basic],
         renames: Mapping[sympy.Basic, str] | None = None,
+        conditions: Mapping[sympy.Basic, sympy.Basic] | None = None,
     ) -> None:
         super().__init__({"order": "none"})
         self.tensor_symbols = tensor_symbols
+        # Temporaries that hold conditions (boolean tensors), with their definitions.
+        self.conditions = conditions or {}
         # Names to print instead of a symbol's own (temporaries renumbered in order).
         self.renames = renames or {}
         self.uses_math = False
@@ -140,14 +143,36 @@ class TorchPrinter(StrPrinter):
     def _print_Where(self, expr: piecewise.Where) -> str:
         cond, a, b = expr.args
         if not self.is_tensor(cond):
-            return f"({self._print(a)} if {self._print(cond)} else {self._print(b)})"
+            # A number condition picks a branch in Python; if the other branch is a
+            # tensor, a number branch must be one too (0-d float64 keeps the dtype).
+            a_text, b_text = (
+                (
+                    f"torch.tensor({self._print(branch)}, dtype=torch.float64)"
+                    if self.is_tensor(expr) and not self.is_tensor(branch)
+                    else self._print(branch)
+                )
+                for branch in (a, b)
+            )
+            return f"({a_text} if {self._print(cond)} else {b_text})"
         if not (self.is_tensor(a) or self.is_tensor(b)):
             # torch.where of two numbers would take the default dtype: borrow the
             # condition's tensor's dtype and device instead.
-            like = self._print(sorted(cond.free_symbols & self.tensor_symbols, key=str)[0])
+            like = self._print(self._numeric_tensor(cond))
             a_text = f"{like}.new_tensor({self._print(a)})"
             return f"torch.where({self._print(cond)}, {a_text}, {self._print(b)})"
         return f"torch.where({self._print(cond)}, {self._print(a)}, {self._print(b)})"
+
+    def _numeric_tensor(self, cond: sympy.Basic) -> sympy.Basic:
+        """A tensor (not a boolean temporary) that `cond` compares, for dtype and device."""
+        pending = [cond]
+        candidates: set[sympy.Basic] = set()
+        while pending:
+            for symbol in pending.pop().free_symbols & self.tensor_symbols:
+                if symbol in self.conditions:
+                    pending.append(self.conditions[symbol])
+                else:
+                    candidates.add(symbol)
+        return sorted(candidates, key=str)[0]
 
     def _print_Relu(self, expr: piecewise.Relu) -> str:
         (x,) = expr.args

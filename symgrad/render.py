@@ -27,6 +27,7 @@ from sympy.printing.str import StrPrinter
 from symgrad import functions, piecewise
 from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
+from symgrad.expr import is_condition
 from symgrad.model import Input, InputType, Spec
 from symgrad.printer import TorchPrinter, UnprintableError
 
@@ -59,11 +60,13 @@ class GeneratedFiles:
 def render(derived: Derived, version: str) -> GeneratedFiles:
     """Print the module and the test for `derived`, black-formatted."""
     spec = derived.spec
-    printer = TorchPrinter(derived.tensor_symbols, _temporary_names(derived))
+    conditions = _condition_temporaries(derived)
+    printer = TorchPrinter(derived.tensor_symbols, _temporary_names(derived), conditions)
     _check_printable(derived)
     try:
         context = _module_context(derived, printer, version)
-        test_context = _test_context(derived, TorchPrinter(derived.tensor_symbols), version)
+        test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
+        test_context = _test_context(derived, test_printer, version)
     except UnprintableError as error:
         # The forward printed (checked above): the trouble is in a derivative.
         outputs = ", ".join(o.name for o in spec.outputs)
@@ -349,8 +352,8 @@ def _forward_statement(assignment: Assignment, spec: Spec, printer: TorchPrinter
     return _statement(assignment, printer)
 
 
-def _temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
-    """Rename symgrad's temporaries `_t0`, `_t1`, ... in the order the module defines them."""
+def _all_statements(derived: Derived) -> list[Assignment]:
+    """Every statement of the module, in the order it defines them."""
     statements = list(derived.forward)
     for block in derived.prelude:
         statements += block.statements
@@ -359,6 +362,17 @@ def _temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
             statements += block.statements
         for gradient in part.gradients:
             statements += gradient.statements
+    return statements
+
+
+def _condition_temporaries(derived: Derived) -> dict[sympy.Basic, sympy.Basic]:
+    """Statements whose value is a condition (a boolean tensor), by target."""
+    return {s.target: s.expr for s in _all_statements(derived) if is_condition(s.expr)}
+
+
+def _temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
+    """Rename symgrad's temporaries `_t0`, `_t1`, ... in the order the module defines them."""
+    statements = _all_statements(derived)
     taken = derived.names - {t.name for t in derived.temporaries}
     numbers = (f"_t{n}" for n in itertools.count())
     renames: dict[sympy.Basic, str] = {}

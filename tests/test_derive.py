@@ -12,7 +12,6 @@ import dataclasses
 import itertools
 import math
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -677,17 +676,15 @@ def ops(exprs: Iterable[sympy.Expr]) -> int:
 
 @pytest.mark.parametrize(("seed", "steps"), [(1, 60), (2, 120), (5, 160)])
 def test_backward_is_a_constant_factor_of_the_forward(seed: int, steps: int) -> None:
-    """Reverse mode: all gradients cost at most a few times the forward, and derive is fast."""
+    """Reverse mode: all gradients cost at most a few times the forward (op counts only:
+    wall times belong in bench/, not in tests)."""
     formula = random_formula(seed, steps)
     assert 100 <= sympy.count_ops(formula) <= 300
     spec = make_spec({"z": formula}, TWO_TENSORS)
-    start = time.perf_counter()
     derived = derive(spec)
-    elapsed = time.perf_counter() - start
     forward = ops(a.expr for a in derived.forward)
     backward = ops(backward_exprs(derived))
     assert backward <= 4 * forward + 20, (forward, backward)
-    assert elapsed < 5.0, f"derive took {elapsed:.1f} s"
 
 
 def test_small_formula_gradients_are_correct() -> None:

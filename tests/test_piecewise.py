@@ -151,3 +151,30 @@ def test_guard_finds_points_relative_to_other_inputs() -> None:
         piecewise.where(x > lo, sympy.log(x - lo), sympy.Integer(0)), {x}
     )
     assert guarded.args[1] == sympy.log(piecewise.where(x > lo, x, lo + 1) - lo)
+
+
+def test_number_branches_borrow_a_numeric_tensor_not_a_boolean_temporary(
+    tmp_path: Path,
+) -> None:
+    # Found by the grammar fuzz: `x > 1` becomes a boolean temporary shared by both
+    # where()s, and the number branches once took its (bool) dtype.
+    fn = _function(
+        tmp_path,
+        "where((x < where(x > 1, x, w)) or (x > 1), c, 0.5)",
+        {"x": "tensor", "w": "tensor", "c": {"type": "float", "default": 0.7}},
+    )
+    w = torch.zeros_like(POINTS)
+    mask = (torch.where(POINTS > 1, POINTS, w) > POINTS) | (POINTS > 1)
+    want = torch.where(mask, 0.7, 0.5).to(torch.float64)
+    torch.testing.assert_close(fn(POINTS, w), want)
+
+
+def test_a_number_condition_with_one_tensor_branch_gives_a_tensor(tmp_path: Path) -> None:
+    # Found by the grammar fuzz: where(c > 0.5, c, x) returned the float c into atan2.
+    fn = _function(
+        tmp_path,
+        "atan2(where(c > 0.5, c, x), 1 + x**2)",
+        {"x": "tensor", "c": {"type": "float", "default": 0.7}},
+    )
+    torch.testing.assert_close(fn(POINTS), torch.atan2(torch.full_like(POINTS, 0.7), 1 + POINTS**2))
+    torch.testing.assert_close(fn(POINTS, 0.2), torch.atan2(POINTS, 1 + POINTS**2))
