@@ -23,7 +23,8 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     """Sum `grad` over the dimensions that broadcasting added to the input."""
     if grad is None or grad.shape == shape:
         return grad
-    return grad.sum_to_size(shape)
+    # A gradient smaller than the input (a constant branch) is expanded to it first.
+    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
 class SoftClamp(torch.autograd.Function):

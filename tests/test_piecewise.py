@@ -178,3 +178,16 @@ def test_a_number_condition_with_one_tensor_branch_gives_a_tensor(tmp_path: Path
     )
     torch.testing.assert_close(fn(POINTS), torch.atan2(torch.full_like(POINTS, 0.7), 1 + POINTS**2))
     torch.testing.assert_close(fn(POINTS, 0.2), torch.atan2(POINTS, 1 + POINTS**2))
+
+
+def test_a_constant_gradient_branch_is_expanded_to_the_input(tmp_path: Path) -> None:
+    # Found by the grammar fuzz: the gradient of w here is a 0-d zero when c > 0.5.
+    fn = _function(
+        tmp_path,
+        "x * where(c > 0.5, 1, w)",
+        {"x": "tensor", "w": "tensor", "c": {"type": "float", "default": 0.7}},
+    )
+    w = torch.ones_like(POINTS)
+    for c, want in ((0.7, torch.zeros_like(POINTS)), (0.2, POINTS)):
+        (grad,) = _grad(lambda weight, c=c: fn(POINTS, weight, c), w)
+        torch.testing.assert_close(grad, want)
