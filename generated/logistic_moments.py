@@ -4,12 +4,12 @@
 
 Forward:
     p = sigmoid(z)
-    mean = p
+    expected = p
     variance = p*(1 - p)
 
 Derivatives:
-    dmean/dz = mean*(1 - mean)
-    dvariance/dz = mean*(1 - mean)*(1 - 2*mean)
+    dexpected/dz = expected*(1 - expected)
+    dvariance/dz = expected*(1 - expected)*(1 - 2*expected)
 """
 
 from __future__ import annotations
@@ -43,34 +43,34 @@ class LogisticMoments(torch.autograd.Function):
     @staticmethod
     def forward(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = torch.sigmoid(z)
-        mean = p
+        expected = p
         variance = p * (1 - p)
-        return mean, variance
+        return expected, variance
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         (z,) = inputs
-        mean, variance = output
+        expected, variance = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(mean)
+        ctx.save_for_backward(expected)
         ctx.input_shapes = (z.shape,)
 
     @staticmethod
     def backward(
-        ctx: Any, grad_mean: torch.Tensor | None, grad_variance: torch.Tensor | None
+        ctx: Any, grad_expected: torch.Tensor | None, grad_variance: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        (mean,) = ctx.saved_tensors
+        (expected,) = ctx.saved_tensors
         (z_shape,) = ctx.input_shapes
         (need_z,) = ctx.needs_input_grad
         grad_z = None
         if need_z:
-            _t0 = mean * (1 - mean)
-        if grad_mean is not None:
+            _t0 = expected * (1 - expected)
+        if grad_expected is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, _t0 * grad_mean)
+                grad_z = _accumulate(grad_z, _t0 * grad_expected)
         if grad_variance is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, _t0 * grad_variance * (1 - 2 * mean))
+                grad_z = _accumulate(grad_z, _t0 * grad_variance * (1 - 2 * expected))
         return _reduce_to(grad_z, z_shape)
 
 

@@ -52,10 +52,10 @@ def make_inputs(
 def reference(z) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
     p = torch.sigmoid(z)
-    mean = p
+    expected = p
     variance = p * (1 - p)
     return (
-        mean,
+        expected,
         variance,
     )
 

@@ -15,13 +15,13 @@ instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy
 
-from symgrad import functions, piecewise
+from symgrad import functions, piecewise, reductions
 from symgrad.derived import Assignment, Derived, Namer, closure, cse
-from symgrad.model import Spec
+from symgrad.model import Output, Spec
 from symgrad.plan import BackwardPlan, OutputGradients, plan_backward
 
 
@@ -39,15 +39,15 @@ def derive(spec: Spec) -> Derived:
         """See Note [Untaken branches] in symgrad.piecewise."""
         return piecewise.guard_branches(piecewise.expand_kinks(expr), tensors)
 
-    parts = []
-    for output, assignment in zip(spec.outputs, _output_assignments(spec, forward), strict=True):
-        grad = sympy.Symbol(namer.fresh(f"grad_{output.name}"), real=True)
+    guarded = [Assignment(a.target, guard(a.expr)) for a in intermediates]
+    by_target = {a.target: a for a in forward}
+
+    def differentiate(output: Output) -> OutputGradients:
+        """One output's reverse sweep: its contribution to each input's gradient."""
+        base = "residual" if output.symbol in namer.made else output.name
+        grad = sympy.Symbol(namer.fresh(f"grad_{base}"), real=True)
         sweep = _ReverseSweep(active if output.differentiable else set(), namer)
-        sweep.run(
-            guard(assignment.expr),
-            grad,
-            [Assignment(a.target, guard(a.expr)) for a in intermediates],
-        )
+        sweep.run(guard(by_target[output.symbol].expr), grad, guarded)
         adjoints = dict(sweep.adjoints)
         for item in spec.differentiable_inputs:
             override = spec.override(output, item)
@@ -64,11 +64,17 @@ def derive(spec: Spec) -> Derived:
             for s in sweep.statements
             if s.target in closure(read, sweep.statements)
         )
-        parts.append(OutputGradients(output, grad, gradients, statements))
+        return OutputGradients(output, grad, gradients, statements)
 
-    plan = plan_backward(spec, intermediates, parts, namer)
+    parts = [differentiate(output) for output in spec.outputs]
+    residuals = _residuals(spec, intermediates, parts, tensors, differentiate)
+    parts += residuals.values()
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
+    partials = _partials(parts[: len(spec.outputs)], temporaries)
+    parts, shape_facts = _name_shape_facts(parts, namer)
+    recomputed = [a for a in intermediates if a.target not in residuals]
+    plan = plan_backward(spec, recomputed, parts, namer)
     return Derived(
         spec=spec,
         forward=forward,
@@ -77,11 +83,100 @@ def derive(spec: Spec) -> Derived:
         saved_shapes=plan.saved_shapes,
         prelude=plan.prelude,
         backward=plan.outputs,
-        partials=_partials(parts, temporaries),
+        partials=partials,
         tensor_symbols=frozenset(_tensor_symbols(spec, forward, plan)),
         names=frozenset(namer.taken),
         temporaries=frozenset(namer.made),
+        residuals=tuple(part.output for part in residuals.values()),
+        shape_facts=shape_facts,
     )
+
+
+def _small_values(
+    intermediates: Sequence[Assignment], tensors: set[sympy.Symbol]
+) -> set[sympy.Basic]:
+    """Intermediates in a reduced shape: reductions, and values computed only from them.
+
+    See Note [Residuals].
+    """
+    small: set[sympy.Basic] = set()
+    for assignment in intermediates:
+        read = assignment.expr.free_symbols & tensors
+        if isinstance(assignment.expr, reductions.Reduction) or (read and read <= small):
+            small.add(assignment.target)
+    return small
+
+
+def _residuals(
+    spec: Spec,
+    intermediates: Sequence[Assignment],
+    parts: Sequence[OutputGradients],
+    tensors: set[sympy.Symbol],
+    differentiate: Callable[[Output], OutputGradients],
+) -> dict[sympy.Basic, OutputGradients]:
+    """The reduced-shape values the backward reads, each made an extra output.
+
+    Note [Residuals]: recomputing a reduction in the backward costs another pass over
+    its argument, while its value is small, so the forward returns it as an extra
+    output that the backward saves, like torch's own layer norm saves its mean and
+    rstd. It stays a differentiable output (not marked non-differentiable): in double
+    backward, autograd then sends the gradient that reaches it back through this
+    Function, so the backward's use of it is differentiated exactly. Its own backward
+    part may read further residuals, hence the loop. The public function drops them.
+    """
+    small = _small_values(intermediates, tensors)
+    location = spec.outputs[0].location
+    found: dict[sympy.Basic, OutputGradients] = {}
+    pending = list(parts)
+    while pending:
+        read = _free_symbols_of(pending)
+        pending = []
+        for assignment in reversed(intermediates):
+            target = assignment.target
+            if target not in read:
+                continue
+            if target in small:
+                if target not in found:
+                    residual = Output(target.name, target, assignment.expr, location)
+                    found[target] = differentiate(residual)
+                    pending.append(found[target])
+            else:
+                read |= assignment.expr.free_symbols
+    return {a.target: found[a.target] for a in intermediates if a.target in found}
+
+
+def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
+    read: set[sympy.Basic] = set()
+    for part in parts:
+        for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
+            read |= expr.free_symbols
+    return read
+
+
+def _name_shape_facts(
+    parts: Sequence[OutputGradients], namer: Namer
+) -> tuple[list[OutputGradients], tuple[Assignment, ...]]:
+    """Replace each `ShapeFact` (a mean's divisor, a reduced shape) by a name.
+
+    The emitter computes the named facts once, from the input shapes.
+    """
+    found: dict[sympy.Basic, sympy.Symbol] = {}
+    for part in parts:
+        for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
+            for fact in sorted(expr.atoms(reductions.ShapeFact), key=sympy.default_sort_key):
+                found.setdefault(fact, namer.temporary())
+    if not found:
+        return list(parts), ()
+    renamed = [
+        OutputGradients(
+            part.output,
+            part.grad,
+            {i: g.xreplace(found) for i, g in part.gradients.items()},
+            tuple(Assignment(s.target, s.expr.xreplace(found)) for s in part.statements),
+        )
+        for part in parts
+    ]
+    return renamed, tuple(Assignment(symbol, count) for count, symbol in found.items())
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:
@@ -119,6 +214,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
+    statements = _hoist_reductions(statements, namer)
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
     forward: list[Assignment] = []
@@ -132,15 +228,39 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     return tuple(forward)
 
 
-def _output_assignments(spec: Spec, forward: Sequence[Assignment]) -> list[Assignment]:
-    by_target = {a.target: a for a in forward}
-    return [by_target[o.symbol] for o in spec.outputs]
+def _hoist_reductions(statements: Sequence[Assignment], namer: Namer) -> list[Assignment]:
+    """Give every reduction inside a larger expression its own statement (`mean0 = ...`).
+
+    The backward then reads reductions by name, and a named reduction is a value it
+    can save instead of recomputing (Note [Residuals]). Equal reductions share a name.
+    """
+    names: dict[sympy.Basic, sympy.Symbol] = {}
+    hoisted: list[Assignment] = []
+
+    def visit(node: sympy.Basic, is_root: bool) -> sympy.Basic:
+        if not node.args:
+            return node
+        args = [visit(arg, False) for arg in node.args]
+        node = node.func(*args) if args != list(node.args) else node
+        if isinstance(node, reductions.Reduction) and not is_root:
+            if node not in names:
+                names[node] = sympy.Symbol(namer.fresh(f"{node.name}{len(names)}"), real=True)
+                hoisted.append(Assignment(names[node], node))
+            return names[node]
+        return node
+
+    for statement in statements:
+        expr = visit(statement.expr, True)
+        if isinstance(expr, reductions.Reduction):
+            names.setdefault(expr, statement.target)
+        hoisted.append(Assignment(statement.target, expr))
+    return hoisted
 
 
 def _known_values(spec: Spec, forward: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Basic]:
     """Map each forward expression to the name holding its value (Note [What the backward saves]).
 
-    An output that merely renames an intermediate (`mean: p`) takes over its
+    An output that merely renames an intermediate (`expected: p`) takes over its
     expressions, so the backward reads the saved output instead of recomputing.
     """
     inputs = {i.symbol for i in spec.inputs}
@@ -280,10 +400,13 @@ class _ReverseSweep:
         # Named adjoints and partial products, in the order they must be computed.
         self.statements: list[Assignment] = []
         self.adjoints: dict[sympy.Basic, sympy.Expr] = {}
+        # The output's incoming gradient, in the shape of the output.
+        self.seed: sympy.Expr | None = None
 
     def run(
         self, output_expr: sympy.Expr, seed: sympy.Expr, intermediates: Sequence[Assignment]
     ) -> None:
+        self.seed = seed
         self.backpropagate(output_expr, seed)
         for assignment in reversed(intermediates):
             adjoint = self.adjoints.pop(assignment.target, None)
@@ -312,6 +435,14 @@ class _ReverseSweep:
                 self.adjoints[node] = self.adjoints.get(node, sympy.Integer(0)) + adjoint
                 continue
             adjoint = self.name(adjoint)
+            if isinstance(node, reductions.Reduction):
+                arg = node.argument
+                if node is not expr or seed is not self.seed:
+                    # Sum back what broadcasting spread the reduced value over.
+                    adjoint = reductions.SumTo(adjoint, reductions.ShapeOf(node))
+                spread = reductions.argument_adjoint(node, adjoint)
+                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + spread
+                continue
             if isinstance(node, piecewise.Where):
                 self.backpropagate_where(node, adjoint, order, node_adjoints)
                 continue

@@ -80,6 +80,18 @@ class Derived:
     names: frozenset[str]
     # The temporaries symgrad made (`_t0`, ...), which emitters may rename.
     temporaries: frozenset[sympy.Symbol] = frozenset()
+    # Reduced-shape forward values returned as extra outputs for the backward to save
+    # (Note [Residuals] in symgrad.derive); the public function does not return them.
+    residuals: tuple[Output, ...] = ()
+    # Facts about shapes the backward reads (`_tN = Count(argument, *dims)`, the number a
+    # mean divides by; `_tN = ShapeOf(reduction)`), computed from the input shapes in
+    # setup_context (symgrad.reductions.ShapeFact).
+    shape_facts: tuple[Assignment, ...] = ()
+
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        """What `forward` returns: the spec's outputs, then the residuals."""
+        return self.spec.outputs + self.residuals
 
 
 class Namer:

@@ -17,7 +17,7 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
 
-from symgrad import functions, piecewise
+from symgrad import functions, piecewise, reductions
 from symgrad.errors import Location, SpecError
 
 # Bounds that keep parsing and later symbolic work finite for any input.
@@ -26,6 +26,8 @@ MAX_EXPRESSION_NODES = 10_000
 MAX_EXPRESSION_DEPTH = 100
 # Largest exact constant (in bits); a float64 holds up to 2**1024.
 MAX_CONSTANT_BITS = 1000
+# torch tensors have at most 64 dimensions.
+_MAX_DIM = 64
 
 # Constants of the language; a declared name of the same spelling shadows them.
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
@@ -228,6 +230,8 @@ class _Builder:
         if not is_function_name(spelling):
             hint = did_you_mean(spelling, function_names())
             raise self.error(node.func, f"unknown function {spelling!r}{hint}")
+        if spelling in reductions.REDUCTIONS:
+            return self.reduction_call(node, spelling, depth)
         if node.keywords:
             raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
         name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
@@ -241,6 +245,56 @@ class _Builder:
         args = [self.value(arg, depth) for arg in node.args]
         # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
         return self.checked_constant(node, functions.call(spelling, *args))
+
+    def reduction_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+        """sum, mean or logsumexp(e, dim=None, keepdim=False), with torch's meaning."""
+        parameters = ("dim", "keepdim")
+        if not 1 <= len(node.args) <= 3:
+            message = f"{name}() takes an expression, then dim and keepdim, got {len(node.args)}"
+            raise self.error(node.func, message + " arguments")
+        given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
+        for keyword in node.keywords:
+            if keyword.arg not in parameters:
+                hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
+                raise self.error(keyword, f"{name}() has no argument {keyword.arg!r}{hint}")
+            if keyword.arg in given:
+                raise self.error(keyword, f"{name}() got {keyword.arg!r} twice")
+            given[keyword.arg] = keyword.value
+        argument = self.value(node.args[0], depth)
+        dims = self.dims(given["dim"], name) if "dim" in given else None
+        keepdim = self.keepdim(given["keepdim"], name) if "keepdim" in given else False
+        return reductions.reduce(name, argument, dims, keepdim)
+
+    def dims(self, node: ast.AST, name: str) -> tuple[int, ...] | None:
+        """`dim=`: None, an integer, or a list or tuple of distinct integers of one sign."""
+        if isinstance(node, ast.Constant) and node.value is None:
+            return None
+        items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+        dims = tuple(self.small_integer(item, name) for item in items)
+        if not dims:
+            raise self.error(node, f"{name}() needs at least one dim (or dim=None for all)")
+        if len(set(dims)) != len(dims):
+            raise self.error(node, f"{name}() lists a dim twice")
+        if min(dims) < 0 <= max(dims):
+            raise self.error(
+                node, f"{name}() dims must be all negative or all non-negative, got {list(dims)}"
+            )
+        return dims
+
+    def small_integer(self, node: ast.AST, name: str) -> int:
+        """An integer literal such as 1 or -1, for a dimension."""
+        sign = 1
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            sign, node = -1, node.operand
+        value = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(value, bool) or not isinstance(value, int) or value > _MAX_DIM:
+            raise self.error(node, f"{name}() dim must be an integer or a list of integers")
+        return sign * value
+
+    def keepdim(self, node: ast.AST, name: str) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return node.value
+        raise self.error(node, f"{name}() keepdim must be True or False")
 
     def piecewise_call(self, node: ast.Call, depth: int) -> sympy.Expr:
         """sympy's Piecewise((a, cond), ..., (z, True)) as nested where()."""
@@ -325,6 +379,7 @@ def function_names() -> list[str]:
         *functions.SPELLINGS,
         *piecewise.CONDITIONAL_FUNCTIONS,
         *piecewise.CONDITIONAL_ALIASES,
+        *reductions.REDUCTIONS,
         "Piecewise",
     ]
 

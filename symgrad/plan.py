@@ -118,7 +118,7 @@ def plan_backward(
             symbol
             for symbol in [
                 *(i.symbol for i in spec.tensor_inputs),
-                *(o.symbol for o in spec.outputs),
+                *(part.output.symbol for part in parts),
             ]
             if symbol in reads
         ),

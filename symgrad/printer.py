@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
-from symgrad import functions, piecewise
+from symgrad import functions, piecewise, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -44,6 +44,8 @@ class TorchPrinter(StrPrinter):
         self.conditions = conditions or {}
         # Names to print instead of a symbol's own (temporaries renumbered in order).
         self.renames = renames or {}
+        # Names of the module's helper functions, by role (the emitter may rename them).
+        self.helpers: Mapping[str, str] = {"sum_to": "_sum_to"}
         self.uses_math = False
 
     def _print(self, expr: Any, **kwargs: Any) -> str:
@@ -210,6 +212,42 @@ class TorchPrinter(StrPrinter):
             return f"torch.clamp({texts[0]}, {texts[1]}, {texts[2]})"
         return f"torch.clamp(torch.clamp({texts[0]}, min={texts[1]}), max={texts[2]})"
 
+    # --- Reductions (symgrad.reductions) ----------------------------------------------
+
+    def _print_Reduction(self, expr: reductions.Reduction) -> str:
+        if not self.is_tensor(expr.argument):
+            raise UnprintableError(f"{expr.name}() needs an argument that depends on a tensor")
+        argument = self._print(expr.argument)
+        if expr.dims is None and isinstance(expr, reductions.ReduceLogSumExp):
+            if expr.keepdim:
+                raise UnprintableError(
+                    "logsumexp over every dim with keepdim=True is not supported"
+                )
+            return f"torch.logsumexp({self._operand(expr.argument)}.flatten(), 0)"
+        dims = "None" if expr.dims is None else _dims(expr.dims)
+        keepdim = ", keepdim=True" if expr.keepdim else ""
+        if expr.dims is None and not expr.keepdim:
+            return f"torch.{expr.name}({argument})"
+        return f"torch.{expr.name}({argument}, dim={dims}{keepdim})"
+
+    def _print_Unsqueeze(self, expr: reductions.Unsqueeze) -> str:
+        value = expr.args[0]
+        if not self.is_tensor(value):
+            return self._print(value)
+        return self._operand(value) + "".join(
+            f".unsqueeze({d})" for d in reductions.unsqueeze_order(expr.dims)
+        )
+
+    def _print_SumTo(self, expr: reductions.SumTo) -> str:
+        value, shape = (self._print(arg) for arg in expr.args)
+        return f"{self.helpers['sum_to']}({value}, {shape})"
+
+    def _operand(self, expr: sympy.Basic) -> str:
+        """`expr` printed so that a method call can follow it: `x`, `f(x)` or `(a + b)`."""
+        text = self._print(expr)
+        is_call = isinstance(expr, sympy.Function) and text.endswith(")")
+        return text if expr.is_Symbol or is_call else f"({text})"
+
     def _print_Function(self, expr: sympy.Basic) -> str:
         raise UnprintableError(f"symgrad cannot print the function {type(expr).__name__}")
 
@@ -221,6 +259,10 @@ class TorchPrinter(StrPrinter):
 
     def emptyPrinter(self, expr: Any) -> str:
         raise UnprintableError(f"symgrad cannot print {type(expr).__name__}: {expr}")
+
+
+def _dims(dims: tuple[int, ...]) -> str:
+    return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
 
 
 _RELATIONS: dict[type[sympy.Basic], str] = {
@@ -241,6 +283,9 @@ _PRINTABLE_TYPES = (
     functions.ElementwiseFunction,
     piecewise.Where,
     piecewise.Kink,
+    reductions.Reduction,
+    reductions.Unsqueeze,
+    reductions.SumTo,
     sympy.And,
     sympy.Or,
     sympy.Not,
@@ -266,6 +311,8 @@ def _install_function_dispatch() -> None:
     """
     for name in functions.FUNCTIONS:
         setattr(TorchPrinter, f"_print_{name}", TorchPrinter._print_ElementwiseFunction)
+    for cls in reductions.REDUCTIONS.values():
+        setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
 
 
 _install_function_dispatch()

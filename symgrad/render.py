@@ -24,7 +24,7 @@ from black.mode import TargetVersion
 from sympy.core.relational import Relational
 from sympy.printing.str import StrPrinter
 
-from symgrad import functions, piecewise
+from symgrad import functions, piecewise, reductions
 from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.errors import SpecError
 from symgrad.expr import is_condition
@@ -142,6 +142,11 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     spec = derived.spec
     namer = Namer(derived.names)
     names = _BackwardNames(derived, namer)
+    printer.helpers = helpers = names.helpers
+    shape_facts = [
+        f"{printer.doprint(a.target)} = {_shape_fact_code(a.expr, derived, names)}"
+        for a in derived.shape_facts
+    ]
     context: dict[str, Any] = {
         "version": version,
         "header": _header(escape_comment(spec.source), version),
@@ -152,9 +157,18 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "doc": _docstring(spec.doc or _summary(spec), indent=4),
         "parameters": [_parameter(i) for i in spec.inputs],
         "input_names": [i.name for i in spec.inputs],
-        "return_annotation": _return_annotation(spec),
+        "return_annotation": _return_annotation(len(spec.outputs)),
+        "forward_annotation": _return_annotation(len(derived.outputs)),
         "forward": [_forward_statement(a, spec, printer) for a in derived.forward],
-        "outputs": [o.name for o in spec.outputs],
+        "outputs": [o.name for o in derived.outputs],
+        "public_outputs": [o.name for o in spec.outputs],
+        "residuals": [o.name for o in derived.residuals],
+        "shape_facts": shape_facts,
+        "shape_fact_names": [printer.doprint(a.target) for a in derived.shape_facts],
+        "shape_facts_attribute": names.shape_facts_attribute,
+        "helpers": names.helpers,
+        "uses_reduced_shape": any(f"{helpers['reduced_shape']}(" in s for s in shape_facts),
+        "uses_count": any(f"{helpers['count']}(" in s for s in shape_facts),
         "non_differentiable": [o.name for o in spec.outputs if not o.differentiable],
         "saved_tensors": [s.name for s in derived.saved_tensors],
         "saved_numbers": [i.name for i in derived.saved_numbers],
@@ -162,12 +176,12 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "shape_names": names.shape_names,
         "shapes_attribute": names.shapes_attribute,
         "numbers_attribute": names.numbers_attribute,
-        "several_outputs": len(spec.outputs) > 1,
+        "several_outputs": len(derived.outputs) > 1,
         "needs": names.needs_unpacking,
         "input_grads": list(names.grad.values()),
         "prelude": [_block(b, printer, names) for b in derived.prelude],
         "backward": [
-            _output_backward(p, printer, names, len(spec.outputs) > 1) for p in derived.backward
+            _output_backward(p, printer, names, len(derived.outputs) > 1) for p in derived.backward
         ],
         "returns": names.returns,
         "reduce_helper": names.reduce_helper,
@@ -175,7 +189,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "output_parameter": names.output_parameter,
         "accumulate_helper": names.accumulate_helper,
     }
-    if len(spec.outputs) == 1:
+    if len(derived.outputs) == 1:
         # One output: its shared work can join the recomputation under the same guards.
         context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
         context["backward"][0]["blocks"] = []
@@ -250,6 +264,11 @@ class _BackwardNames:
         self.accumulate_helper = namer.fresh("_accumulate")
         self.shapes_attribute = "input_shapes"
         self.numbers_attribute = "numbers"
+        self.shape_facts_attribute = "shape_facts"
+        # Module-level helpers some modules need, by role.
+        self.helpers = {
+            role: namer.fresh(f"_{role}") for role in ("sum_to", "reduced_shape", "count")
+        }
         needs = [self.need.get(i.name, "_") for i in spec.inputs]
         self.needs_unpacking = ", ".join(needs) + ("," if len(needs) == 1 else "")
         saved = {s.name for s in derived.saved_tensors}
@@ -331,10 +350,10 @@ def _parameter(item: Input) -> str:
     return text
 
 
-def _return_annotation(spec: Spec) -> str:
-    if len(spec.outputs) == 1:
+def _return_annotation(count: int) -> str:
+    if count == 1:
         return "torch.Tensor"
-    return "tuple[" + ", ".join("torch.Tensor" for _ in spec.outputs) + "]"
+    return "tuple[" + ", ".join("torch.Tensor" for _ in range(count)) + "]"
 
 
 def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
@@ -354,7 +373,7 @@ def _forward_statement(assignment: Assignment, spec: Spec, printer: TorchPrinter
 
 def _all_statements(derived: Derived) -> list[Assignment]:
     """Every statement of the module, in the order it defines them."""
-    statements = list(derived.forward)
+    statements = list(derived.forward) + list(derived.shape_facts)
     for block in derived.prelude:
         statements += block.statements
     for part in derived.backward:
@@ -404,6 +423,35 @@ def _output_backward(
             {"guard": names.guard([gradient.input]), "lines": [*lines, f"{target} = {term}"]}
         )
     return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
+
+
+def _shape_fact_code(fact: sympy.Basic, derived: Derived, names: _BackwardNames) -> str:
+    """Python computing a `ShapeFact` from the input shapes (see symgrad.reductions)."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    helpers = names.helpers
+
+    @functools.cache
+    def shape(expr: sympy.Basic) -> str | None:
+        if expr in tensors:
+            return f"{expr}.shape"
+        if expr in definitions:
+            return shape(definitions[expr])
+        if isinstance(expr, reductions.Reduction):
+            dims = "None" if expr.dims is None else repr(expr.dims)
+            inner = shape(expr.argument)
+            return f"{helpers['reduced_shape']}({inner}, {dims}, keepdim={expr.keepdim})"
+        shapes = unique_names(s for s in map(shape, expr.args) if s is not None)
+        if len(shapes) <= 1:
+            return shapes[0] if shapes else None
+        return f"torch.broadcast_shapes({', '.join(shapes)})"
+
+    if isinstance(fact, reductions.Count):
+        dims = "None" if fact.dims is None else repr(fact.dims)
+        return f"{helpers['count']}({shape(fact.argument)}, {dims})"
+    if isinstance(fact, reductions.ShapeOf):
+        return str(shape(fact.argument))
+    raise TypeError(f"no code for {fact}")
 
 
 # --- The generated test -------------------------------------------------------------

@@ -366,7 +366,7 @@ CASES: dict[str, dict[str, Any]] = {
     "output renames a where value": {
         "inputs": {"z": "tensor"},
         "where": {"p": "sigmoid(z)"},
-        "outputs": {"mean": "p", "variance": "p * (1 - p)", "same": "z"},
+        "outputs": {"expected": "p", "variance": "p * (1 - p)", "same": "z"},
     },
     "constant factor and sum": {
         "inputs": TWO_TENSORS,
@@ -468,9 +468,11 @@ def test_saved_tensors_by_rule(output: str, saved: tuple[str, ...]) -> None:
 
 
 def test_logistic_moments_saves_only_the_mean() -> None:
-    spec = make_spec({"mean": "p", "variance": "p * (1 - p)"}, {"z": "tensor"}, {"p": "sigmoid(z)"})
+    spec = make_spec(
+        {"expected": "p", "variance": "p * (1 - p)"}, {"z": "tensor"}, {"p": "sigmoid(z)"}
+    )
     derived = check_gradients(spec)
-    assert names(derived.saved_tensors) == ("mean",)
+    assert names(derived.saved_tensors) == ("expected",)
     assert derived.saved_numbers == ()
     # Nothing is recomputed: the backward reads the saved mean instead of sigmoid(z).
     assert not any(

@@ -1,0 +1,170 @@
+"""Reductions of the spec language: sum, mean and logsumexp over dimensions.
+
+A reduction is the one kind of node that is not elementwise: its value has the reduced
+shape, and its adjoint has to be broadcast back over the reduced dimensions before it
+meets its argument. Everything else about the tree stays elementwise with torch's
+broadcasting, so the reverse sweep needs only one more rule (`argument_adjoint`).
+
+Each node is `Reduce*(argument, keepdim, *dims)` with `keepdim` 0 or 1 and the dims as
+sympy Integers (none = over every dimension). They are atoms for sympy's cse, so dims
+and flags are never pulled out as common subexpressions.
+
+Note [Stable logsumexp]: `logsumexp` is a primitive (torch.logsumexp subtracts the
+maximum), and its adjoint is written `exp(argument - logsumexp)`, which is at most 1, so
+neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ...))`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import sympy
+
+from symgrad import functions
+
+
+class Reduction(sympy.Function):
+    """A reduction over `dims` (all when empty) of a tensor expression; never evaluated."""
+
+    # The name in the spec language, and torch's function of the same name.
+    name: ClassVar[str]
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        """Keep the call as written."""
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    @property
+    def argument(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+    @property
+    def keepdim(self) -> bool:
+        return bool(self.args[1])
+
+    @property
+    def dims(self) -> tuple[int, ...] | None:
+        """The reduced dimensions as written, or None for all of them."""
+        return tuple(int(d) for d in self.args[2:]) or None
+
+
+class ReduceSum(Reduction):
+    name = "sum"
+
+
+class ReduceMean(Reduction):
+    name = "mean"
+
+
+class ReduceLogSumExp(Reduction):
+    name = "logsumexp"
+
+
+REDUCTIONS: dict[str, type[Reduction]] = {
+    cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp)
+}
+
+
+def reduce(
+    name: str, argument: sympy.Expr, dims: tuple[int, ...] | None, keepdim: bool
+) -> Reduction:
+    """Build the reduction `name(argument, dim=dims, keepdim=keepdim)`."""
+    integers = [sympy.Integer(d) for d in dims or ()]
+    return REDUCTIONS[name](argument, sympy.Integer(int(keepdim)), *integers)
+
+
+class Unsqueeze(sympy.Function):
+    """`value` with size-1 dimensions put back where a reduction without keepdim removed them."""
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.args[1:])
+
+
+class ShapeFact(sympy.Function):
+    """A number or shape that depends only on the input shapes, not on their values.
+
+    The emitter computes each one from the input shapes once, in setup_context, and the
+    backward reads it by name (symgrad.derive names them before planning).
+    """
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    def _eval_is_positive(self) -> bool:
+        return True
+
+    @property
+    def argument(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+
+class Count(ShapeFact):
+    """`Count(argument, *dims)`: how many elements of `argument` a mean over `dims` combines."""
+
+    @property
+    def dims(self) -> tuple[int, ...] | None:
+        return tuple(int(d) for d in self.args[1:]) or None
+
+
+class ShapeOf(ShapeFact):
+    """`ShapeOf(reduction)`: the shape of a reduction's result."""
+
+
+class SumTo(sympy.Function):
+    """`SumTo(value, shape)`: `value` summed over the dimensions it has beyond `shape`.
+
+    The adjoint of a reduced value arrives in the shape it was broadcast to, and has to
+    be summed back to the value's own shape before it crosses the reduction.
+    """
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+
+def broadcast_back(node: Reduction, value: sympy.Expr) -> sympy.Expr:
+    """`value`, in the reduced shape of `node`, made to broadcast against its argument."""
+    if node.keepdim or node.dims is None:
+        return value  # a kept size-1 dimension, or a 0-d value, broadcasts as it is
+    return Unsqueeze(value, *node.args[2:])
+
+
+def argument_adjoint(node: Reduction, adjoint: sympy.Expr) -> sympy.Expr:
+    """The adjoint that `node` passes to its argument, given its own (in its shape)."""
+    spread = broadcast_back(node, adjoint)
+    if isinstance(node, ReduceSum):
+        return spread
+    if isinstance(node, ReduceMean):
+        return spread / Count(node.argument, *node.args[2:])
+    if isinstance(node, ReduceLogSumExp):  # Note [Stable logsumexp]
+        return spread * functions.call("exp", node.argument - broadcast_back(node, node))
+    raise TypeError(f"no adjoint rule for {type(node).__name__}")
+
+
+def unsqueeze_order(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The order in which `unsqueeze` calls restore `dims`.
+
+    Non-negative dims count from the front, so they go back in increasing order;
+    negative ones count from the back, so -1 goes back first, then -2, and so on.
+    """
+    return tuple(sorted(dims, reverse=dims[0] < 0))
