@@ -1,8 +1,31 @@
 """symgrad: generate torch.autograd.Functions from formulas, derivatives included."""
 
-from symgrad.api import generate, load_spec, spec_from_dict, write_files
-from symgrad.errors import SpecError
+from symgrad.api import (
+    SpecLike,
+    generate,
+    load,
+    load_module,
+    load_spec,
+    spec_from_dict,
+    stale_files,
+    write_files,
+)
+from symgrad.errors import Location, SpecError
+from symgrad.model import Spec
 
 __version__ = "0.1.0"
 
-__all__ = ["SpecError", "__version__", "generate", "load_spec", "spec_from_dict", "write_files"]
+__all__ = [
+    "Location",
+    "Spec",
+    "SpecError",
+    "SpecLike",
+    "__version__",
+    "generate",
+    "load",
+    "load_module",
+    "load_spec",
+    "spec_from_dict",
+    "stale_files",
+    "write_files",
+]

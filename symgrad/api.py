@@ -1,11 +1,15 @@
-"""The Python API: load a spec, generate sources in memory, write them to disk."""
+"""The Python API: load a spec, generate sources in memory, write them or import them."""
 
 from __future__ import annotations
 
+import hashlib
+import linecache
 import os
+import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import symgrad
 from symgrad.derive import derive
@@ -14,9 +18,24 @@ from symgrad.loader import load_yaml
 from symgrad.model import Spec
 from symgrad.parse import node_from_data, parse_spec
 from symgrad.render import render
-from symgrad.write import write_files
+from symgrad.write import stale_files, write_files
 
-__all__ = ["generate", "load_spec", "spec_from_dict", "write_files"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "SpecLike",
+    "generate",
+    "load",
+    "load_module",
+    "load_spec",
+    "spec_from_dict",
+    "stale_files",
+    "write_files",
+]
+
+# What `load` and `load_module` accept: a spec, a YAML path, or the YAML's structure.
+SpecLike: TypeAlias = "Spec | str | os.PathLike[str] | Mapping[str, Any]"
 
 
 def display_path(path: Path) -> str:
@@ -47,3 +66,52 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
 def generate(spec: Spec) -> dict[str, str]:
     """Generate the module and its test for `spec`: file name -> source text."""
     return render(derive(spec), symgrad.__version__).by_filename()
+
+
+def load(spec: SpecLike) -> type[torch.autograd.Function]:
+    """Generate `spec`'s Function in memory and import it, for notebooks and experiments.
+
+    The convenience function is an attribute of its module, `sys.modules[cls.__module__]`.
+    """
+    spec = _as_spec(spec)
+    cls: type[torch.autograd.Function] = getattr(_import_module(spec), spec.name)
+    return cls
+
+
+def load_module(spec: SpecLike) -> types.ModuleType:
+    """Generate `spec`'s module in memory and import it (the class and the function)."""
+    return _import_module(_as_spec(spec))
+
+
+def _as_spec(spec: SpecLike) -> Spec:
+    """A validated spec from a spec, a YAML path or the YAML's structure as Python data."""
+    if isinstance(spec, Spec):
+        return spec
+    if isinstance(spec, Mapping):
+        return spec_from_dict(spec)
+    return load_spec(spec)
+
+
+def _import_module(spec: Spec) -> types.ModuleType:
+    """Import the generated module of `spec` under a name derived from its source.
+
+    The module is registered in `sys.modules`, where torch.compile (and pickle) look
+    modules up; the same source gives the same name, so loading twice gives one module.
+    """
+    source = render(derive(spec), symgrad.__version__).module_source
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
+    name = f"symgrad_generated_{spec.module}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    # Tracebacks and inspect read the source from linecache under this pseudo file name.
+    filename = f"<symgrad {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    try:
+        exec(compile(source, filename, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

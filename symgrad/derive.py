@@ -16,10 +16,11 @@ instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import sympy
 
-from symgrad import functions, piecewise, reductions
+from symgrad import functions, piecewise, reductions, stable
 from symgrad.derived import Assignment, Derived, Namer, closure, cse
 from symgrad.model import Output, Spec
 from symgrad.plan import BackwardPlan, OutputGradients, plan_backward
@@ -72,7 +73,7 @@ def derive(spec: Spec) -> Derived:
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
     partials = _partials(parts[: len(spec.outputs)], temporaries)
-    parts, shape_facts = _name_shape_facts(parts, namer)
+    parts, shape_facts = _name_shape_facts(parts, forward, spec, namer)
     recomputed = [a for a in intermediates if a.target not in residuals]
     plan = plan_backward(spec, recomputed, parts, namer)
     return Derived(
@@ -146,25 +147,38 @@ def _residuals(
 
 
 def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
+    """The values the parts read; a shape fact reads shapes only, not its argument's value."""
     read: set[sympy.Basic] = set()
     for part in parts:
         for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
-            read |= expr.free_symbols
+            facts = expr.atoms(reductions.ShapeFact)
+            values = expr.xreplace({fact: sympy.Integer(1) for fact in facts}) if facts else expr
+            read |= values.free_symbols
     return read
 
 
 def _name_shape_facts(
-    parts: Sequence[OutputGradients], namer: Namer
+    parts: Sequence[OutputGradients], forward: Sequence[Assignment], spec: Spec, namer: Namer
 ) -> tuple[list[OutputGradients], tuple[Assignment, ...]]:
     """Replace each `ShapeFact` (a mean's divisor, a reduced shape) by a name.
 
-    The emitter computes the named facts once, from the input shapes.
+    Facts that are equal as functions of the input shapes share a name; the emitter
+    computes each once, from the input shapes.
     """
+    definitions = {a.target: a.expr for a in forward}
+    tensors = {i.symbol for i in spec.tensor_inputs}
+    by_key: dict[Any, sympy.Symbol] = {}
     found: dict[sympy.Basic, sympy.Symbol] = {}
+    named: list[Assignment] = []
     for part in parts:
         for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
             for fact in sorted(expr.atoms(reductions.ShapeFact), key=sympy.default_sort_key):
-                found.setdefault(fact, namer.temporary())
+                shape = reductions.shape_of(fact.argument, definitions, tensors)
+                key = (type(fact), shape, fact.args[1:])
+                if key not in by_key:
+                    by_key[key] = namer.temporary()
+                    named.append(Assignment(by_key[key], fact))
+                found[fact] = by_key[key]
     if not found:
         return list(parts), ()
     renamed = [
@@ -176,7 +190,7 @@ def _name_shape_facts(
         )
         for part in parts
     ]
-    return renamed, tuple(Assignment(symbol, count) for count, symbol in found.items())
+    return renamed, tuple(named)
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:
@@ -214,6 +228,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
+    statements = [Assignment(s.target, stable.stabilize(s.expr)) for s in statements]
     statements = _hoist_reductions(statements, namer)
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
@@ -242,7 +257,8 @@ def _hoist_reductions(statements: Sequence[Assignment], namer: Namer) -> list[As
             return node
         args = [visit(arg, False) for arg in node.args]
         node = node.func(*args) if args != list(node.args) else node
-        if isinstance(node, reductions.Reduction) and not is_root:
+        is_named = isinstance(node, (reductions.Reduction, reductions.Normalization))
+        if is_named and not is_root:
             if node not in names:
                 names[node] = sympy.Symbol(namer.fresh(f"{node.name}{len(names)}"), real=True)
                 hoisted.append(Assignment(names[node], node))
@@ -441,6 +457,11 @@ class _ReverseSweep:
                     # Sum back what broadcasting spread the reduced value over.
                     adjoint = reductions.SumTo(adjoint, reductions.ShapeOf(node))
                 spread = reductions.argument_adjoint(node, adjoint)
+                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + spread
+                continue
+            if isinstance(node, reductions.Normalization):
+                arg = node.argument
+                spread = reductions.normalization_adjoint(node, adjoint)
                 node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + spread
                 continue
             if isinstance(node, piecewise.Where):

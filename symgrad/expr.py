@@ -232,6 +232,8 @@ class _Builder:
             raise self.error(node.func, f"unknown function {spelling!r}{hint}")
         if spelling in reductions.REDUCTIONS:
             return self.reduction_call(node, spelling, depth)
+        if spelling in reductions.NORMALIZATIONS:
+            return self.normalization_call(node, spelling, depth)
         if node.keywords:
             raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
         name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
@@ -264,6 +266,21 @@ class _Builder:
         dims = self.dims(given["dim"], name) if "dim" in given else None
         keepdim = self.keepdim(given["keepdim"], name) if "keepdim" in given else False
         return reductions.reduce(name, argument, dims, keepdim)
+
+    def normalization_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+        """softmax or log_softmax(e, dim), with torch's meaning; dim is required."""
+        if len(node.args) not in (1, 2):
+            message = f"{name}() takes an expression and a dim, got {len(node.args)} arguments"
+            raise self.error(node.func, message)
+        given: dict[str, ast.AST] = dict(zip(("dim",), node.args[1:], strict=False))
+        for keyword in node.keywords:
+            if keyword.arg != "dim" or "dim" in given:
+                raise self.error(keyword, f"{name}() takes one keyword argument, dim")
+            given["dim"] = keyword.value
+        if "dim" not in given:
+            raise self.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
+        argument = self.value(node.args[0], depth)
+        return reductions.normalize(name, argument, self.small_integer(given["dim"], name))
 
     def dims(self, node: ast.AST, name: str) -> tuple[int, ...] | None:
         """`dim=`: None, an integer, or a list or tuple of distinct integers of one sign."""
@@ -380,6 +397,7 @@ def function_names() -> list[str]:
         *piecewise.CONDITIONAL_FUNCTIONS,
         *piecewise.CONDITIONAL_ALIASES,
         *reductions.REDUCTIONS,
+        *reductions.NORMALIZATIONS,
         "Piecewise",
     ]
 

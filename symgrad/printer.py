@@ -230,6 +230,11 @@ class TorchPrinter(StrPrinter):
             return f"torch.{expr.name}({argument})"
         return f"torch.{expr.name}({argument}, dim={dims}{keepdim})"
 
+    def _print_Normalization(self, expr: reductions.Normalization) -> str:
+        if not self.is_tensor(expr.argument):
+            raise UnprintableError(f"{expr.name}() needs an argument that depends on a tensor")
+        return f"torch.{expr.name}({self._print(expr.argument)}, dim={expr.dim})"
+
     def _print_Unsqueeze(self, expr: reductions.Unsqueeze) -> str:
         value = expr.args[0]
         if not self.is_tensor(value):
@@ -284,6 +289,7 @@ _PRINTABLE_TYPES = (
     piecewise.Where,
     piecewise.Kink,
     reductions.Reduction,
+    reductions.Normalization,
     reductions.Unsqueeze,
     reductions.SumTo,
     sympy.And,
@@ -313,6 +319,9 @@ def _install_function_dispatch() -> None:
         setattr(TorchPrinter, f"_print_{name}", TorchPrinter._print_ElementwiseFunction)
     for cls in reductions.REDUCTIONS.values():
         setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
+    for normalization in reductions.NORMALIZATIONS.values():
+        name = f"_print_{normalization.__name__}"
+        setattr(TorchPrinter, name, TorchPrinter._print_Normalization)
 
 
 _install_function_dispatch()

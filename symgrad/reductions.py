@@ -16,6 +16,7 @@ neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ..
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 import sympy
@@ -67,6 +68,61 @@ class ReduceLogSumExp(Reduction):
 REDUCTIONS: dict[str, type[Reduction]] = {
     cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp)
 }
+
+
+class Normalization(sympy.Function):
+    """softmax or log_softmax of `argument` along one dim: `Cls(argument, dim)`.
+
+    Not elementwise (each value reads its whole row) but shape-preserving. torch's
+    kernels subtract the row maximum, so they are exact where `exp(x - logsumexp(x))`
+    loses the last bits of x at large inputs.
+    """
+
+    name: ClassVar[str]
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    @property
+    def argument(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+    @property
+    def dim(self) -> int:
+        return int(self.args[1])
+
+
+class Softmax(Normalization):
+    name = "softmax"
+
+
+class LogSoftmax(Normalization):
+    name = "log_softmax"
+
+
+NORMALIZATIONS: dict[str, type[Normalization]] = {cls.name: cls for cls in (Softmax, LogSoftmax)}
+
+
+def normalize(name: str, argument: sympy.Expr, dim: int) -> Normalization:
+    """Build `name(argument, dim=dim)`."""
+    return NORMALIZATIONS[name](argument, sympy.Integer(dim))
+
+
+def normalization_adjoint(node: Normalization, adjoint: sympy.Expr) -> sympy.Expr:
+    """The adjoint a softmax or log_softmax passes to its argument.
+
+    softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), sums along the dim.
+    """
+    dim = (node.dim,)
+    if isinstance(node, Softmax):
+        return node * (adjoint - reduce("sum", adjoint * node, dim, keepdim=True))
+    total = reduce("sum", adjoint, dim, keepdim=True)
+    return adjoint - functions.call("exp", node) * total
 
 
 def reduce(
@@ -168,3 +224,57 @@ def unsqueeze_order(dims: tuple[int, ...]) -> tuple[int, ...]:
     negative ones count from the back, so -1 goes back first, then -2, and so on.
     """
     return tuple(sorted(dims, reverse=dims[0] < 0))
+
+
+# A shape, as a function of the input shapes:
+#   ("input", name)                      the shape of a tensor input
+#   ("broadcast", (shape, ...))          torch.broadcast_shapes of two or more shapes
+#   ("reduced", shape, dims, keepdim)    the shape of a reduction (dims None for all)
+Shape = tuple[Any, ...]
+
+
+def shape_of(
+    expr: sympy.Basic,
+    definitions: Mapping[sympy.Basic, sympy.Basic],
+    tensors: Collection[sympy.Basic],
+) -> Shape | None:
+    """The shape of `expr` from the input shapes, or None for a number.
+
+    `definitions` gives the expression of each forward value, `tensors` the tensor
+    inputs. The result is canonical, so equal shapes compare equal: a reduction with
+    keepdim broadcast against its own argument is the argument's shape.
+    """
+    memo: dict[sympy.Basic, Shape | None] = {}
+
+    def visit(node: sympy.Basic) -> Shape | None:
+        if node in memo:
+            return memo[node]
+        result: Shape | None
+        if node in tensors:
+            result = ("input", str(node))
+        elif node in definitions:
+            result = visit(definitions[node])
+        elif isinstance(node, Reduction):
+            inner = visit(node.argument)
+            result = None if inner is None else ("reduced", inner, node.dims, node.keepdim)
+        else:
+            result = _broadcast([s for s in map(visit, node.args) if s is not None])
+        memo[node] = result
+        return result
+
+    return visit(expr)
+
+
+def _broadcast(shapes: list[Shape]) -> Shape | None:
+    """The broadcast of `shapes`, without the ones that others already cover."""
+    parts: list[Shape] = []
+    for shape in shapes:
+        for part in shape[1] if shape[0] == "broadcast" else (shape,):
+            if part not in parts:
+                parts.append(part)
+    # x broadcast with a keepdim reduction of x is x.
+    covered = [p for p in parts if p[0] == "reduced" and p[3] and p[1] in parts]
+    parts = sorted((p for p in parts if p not in covered), key=repr)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ("broadcast", tuple(parts))

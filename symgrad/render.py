@@ -429,29 +429,27 @@ def _shape_fact_code(fact: sympy.Basic, derived: Derived, names: _BackwardNames)
     """Python computing a `ShapeFact` from the input shapes (see symgrad.reductions)."""
     definitions = {a.target: a.expr for a in derived.forward}
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
-    helpers = names.helpers
-
-    @functools.cache
-    def shape(expr: sympy.Basic) -> str | None:
-        if expr in tensors:
-            return f"{expr}.shape"
-        if expr in definitions:
-            return shape(definitions[expr])
-        if isinstance(expr, reductions.Reduction):
-            dims = "None" if expr.dims is None else repr(expr.dims)
-            inner = shape(expr.argument)
-            return f"{helpers['reduced_shape']}({inner}, {dims}, keepdim={expr.keepdim})"
-        shapes = unique_names(s for s in map(shape, expr.args) if s is not None)
-        if len(shapes) <= 1:
-            return shapes[0] if shapes else None
-        return f"torch.broadcast_shapes({', '.join(shapes)})"
-
+    shape = reductions.shape_of(fact.args[0], definitions, tensors)
+    code = _shape_code(shape, names.helpers)
     if isinstance(fact, reductions.Count):
         dims = "None" if fact.dims is None else repr(fact.dims)
-        return f"{helpers['count']}({shape(fact.argument)}, {dims})"
-    if isinstance(fact, reductions.ShapeOf):
-        return str(shape(fact.argument))
-    raise TypeError(f"no code for {fact}")
+        return f"{names.helpers['count']}({code}, {dims})"
+    return code
+
+
+def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> str:
+    """Python for a shape tree of `symgrad.reductions.shape_of`."""
+    if shape is None:
+        return "torch.Size([])"
+    if shape[0] == "input":
+        return f"{shape[1]}.shape"
+    if shape[0] == "broadcast":
+        return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
+    _, inner, dims, keepdim = shape
+    dims_code = "None" if dims is None else repr(dims)
+    return (
+        f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {dims_code}, keepdim={keepdim})"
+    )
 
 
 # --- The generated test -------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import sympy
 import torch
 
 import symgrad
+from symgrad.write import FileChange, unified_diff
 
 
 def _import(path: Path, name: str) -> object:
@@ -45,7 +47,9 @@ def test_spec_from_dict_accepts_sympy_expressions(tmp_path: Path) -> None:
 
 
 def test_alias_function_fills_defaults_and_takes_keywords(tmp_path: Path) -> None:
-    spec = symgrad.load_spec(Path(__file__).parent.parent / "examples" / "soft_clamp.yaml")
+    spec = symgrad.load_spec(
+        Path(__file__).parent.parent / "examples" / "soft_clamp.yaml"
+    )
     symgrad.write_files(symgrad.generate(spec), tmp_path)
     module = _import(tmp_path / "soft_clamp.py", "soft_clamp_api_test")
     x = torch.linspace(-3, 3, 7, dtype=torch.float64)
@@ -71,7 +75,9 @@ def test_needs_input_grad_skips_unrequested_gradients(tmp_path: Path) -> None:
         patch.setattr(torch.Tensor, "sum_to_size", spy)
         (grad_x,) = torch.autograd.grad(out.sum(), [x])
     assert grad_x.shape == x.shape
-    assert calls == []  # beta's gradient (the only one needing a reduction) was never built
+    assert (
+        calls == []
+    )  # beta's gradient (the only one needing a reduction) was never built
 
 
 def test_several_outputs_accept_missing_gradients(tmp_path: Path) -> None:
@@ -88,6 +94,150 @@ def test_several_outputs_accept_missing_gradients(tmp_path: Path) -> None:
 
 def test_spec_error_carries_its_location() -> None:
     with pytest.raises(symgrad.SpecError) as error_info:
-        symgrad.spec_from_dict({"name": "Bad", "inputs": {"x": "tensor"}, "outputs": {"y": "x +"}})
+        symgrad.spec_from_dict(
+            {"name": "Bad", "inputs": {"x": "tensor"}, "outputs": {"y": "x +"}}
+        )
     assert error_info.value.location.source == "<dict>"
     assert "invalid expression" in error_info.value.message
+
+
+# symgrad.load: a Function straight into the running process
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SOFT_CLAMP = {
+    "name": "SoftClamp",
+    "doc": "Squash x smoothly into the interval (lo, hi).",
+    "inputs": {
+        "x": "tensor",
+        "lo": {"type": "float", "default": 0.0},
+        "hi": {"type": "float", "default": 1.0},
+    },
+    "where": {"s": "sigmoid(x)"},
+    "outputs": {"y": "lo + (hi - lo) * s"},
+}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        EXAMPLES / "soft_clamp.yaml",
+        str(EXAMPLES / "soft_clamp.yaml"),
+        SOFT_CLAMP,
+        symgrad.spec_from_dict(SOFT_CLAMP),
+    ],
+    ids=["path", "str", "dict", "spec"],
+)
+def test_load_returns_a_working_function_class(given: symgrad.SpecLike) -> None:
+    cls = symgrad.load(given)
+    assert issubclass(cls, torch.autograd.Function) and cls.__name__ == "SoftClamp"
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    y = cls.apply(x, -1.0, 2.0)
+    torch.testing.assert_close(y, -1.0 + 3.0 * torch.sigmoid(x))
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(grad, 3.0 * torch.sigmoid(x) * (1 - torch.sigmoid(x)))
+    function = sys.modules[
+        cls.__module__
+    ].soft_clamp  # the convenience function, with defaults
+    torch.testing.assert_close(function(x, hi=2.0), 2.0 * torch.sigmoid(x))
+
+
+def test_load_registers_one_module_per_source() -> None:
+    first = symgrad.load(EXAMPLES / "soft_clamp.yaml")
+    assert symgrad.load(EXAMPLES / "soft_clamp.yaml") is first
+    assert first.__module__.startswith("symgrad_generated_soft_clamp_")
+    other = symgrad.load({**SOFT_CLAMP, "doc": "Another docstring."})
+    assert other is not first and other.__module__ != first.__module__
+    module = symgrad.load_module(EXAMPLES / "soft_clamp.yaml")
+    assert module is sys.modules[first.__module__] and module.SoftClamp is first
+
+
+def test_loaded_source_is_readable_in_tracebacks() -> None:
+    cls = symgrad.load(EXAMPLES / "soft_clamp.yaml")
+    assert "def backward(ctx" in inspect.getsource(cls)
+
+
+# torch's own tracing of any autograd.Function warns so (torch 2.13), generated or not.
+@pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
+def test_loaded_function_compiles_without_graph_breaks() -> None:
+    cls = symgrad.load(EXAMPLES / "swish.yaml")
+    swish = sys.modules[cls.__module__].swish
+    x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    beta = torch.rand(6, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(
+        lambda a, b: swish(a, b) * 2, fullgraph=True, backend="aot_eager"
+    )
+    result = compiled(x, beta)
+    torch.testing.assert_close(result, 2 * x * torch.sigmoid(beta * x))
+    grads = torch.autograd.grad(result.sum(), [x, beta])
+    want = torch.autograd.grad((2 * x * torch.sigmoid(beta * x)).sum(), [x, beta])
+    torch.testing.assert_close(grads, want)
+
+
+def test_load_raises_spec_errors_with_their_location(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: Broken\ninputs:\n  x: tensor\noutputs:\n  y: sigmod(x)\n")
+    with pytest.raises(symgrad.SpecError) as error_info:
+        symgrad.load(spec)
+    assert (error_info.value.location.line, error_info.value.location.column) == (5, 6)
+    assert error_info.value.location.source.endswith("bad.yaml")
+    with pytest.raises(
+        symgrad.SpecError, match=r"^<dict>: outputs\.y: unknown function"
+    ):
+        symgrad.load({**SOFT_CLAMP, "outputs": {"y": "sigmod(x)"}})
+
+
+# Files on disk: what is stale, for build scripts
+
+
+def test_stale_files_lists_missing_and_changed_files(tmp_path: Path) -> None:
+    files = symgrad.generate(symgrad.load_spec(EXAMPLES / "soft_clamp.yaml"))
+    assert symgrad.stale_files(files, tmp_path) == [tmp_path / name for name in files]
+    symgrad.write_files(files, tmp_path)
+    assert symgrad.stale_files(files, tmp_path) == []
+    (tmp_path / "soft_clamp.py").write_text("# stale\n")
+    assert symgrad.stale_files(files, tmp_path) == [tmp_path / "soft_clamp.py"]
+
+
+def test_crlf_line_ends_count_as_current(tmp_path: Path) -> None:
+    files = {"a.py": "x = 1\ny = 2\n"}
+    (tmp_path / "a.py").write_bytes(b"x = 1\r\ny = 2\r\n")
+    assert symgrad.stale_files(files, tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            None,
+            "a\nb\n",
+            ["--- /dev/null", "+++ b/f.py", "@@ -0,0 +1,2 @@", "+a", "+b"],
+        ),
+        (
+            "a\nb\n",
+            "a\nc\n",
+            ["--- a/f.py", "+++ b/f.py", "@@ -1,2 +1,2 @@", " a", "-b", "+c"],
+        ),
+        (
+            "a\nb",
+            "a\nb\n",
+            [
+                "--- a/f.py",
+                "+++ b/f.py",
+                "@@ -1,2 +1,2 @@",
+                " a",
+                "-b",
+                "\\ No newline at end of file",
+                "+b",
+            ],
+        ),
+        (
+            "a\u2028b\n",
+            "a\u2028c\n",
+            ["--- a/f.py", "+++ b/f.py", "@@ -1 +1 @@", "-a\u2028b", "+a\u2028c"],
+        ),
+    ],
+    ids=["created", "changed", "missing-newline", "unicode-line-separator"],
+)
+def test_unified_diff(old: str | None, new: str, expected: list[str]) -> None:
+    diff = unified_diff(FileChange(Path("out/f.py"), old, new), "f.py")
+    assert diff.split("\n") == [*expected, ""]

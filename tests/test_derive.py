@@ -22,7 +22,7 @@ import sympy
 import torch
 
 import symgrad
-from symgrad import functions, piecewise
+from symgrad import functions, piecewise, reductions
 from symgrad.derive import derive
 from symgrad.derived import Assignment, Derived, GuardedBlock
 from symgrad.model import Input, InputType, Output, Spec
@@ -390,7 +390,22 @@ def test_gradients_match_sympy(case: str) -> None:
     check_gradients(make_spec(**CASES[case]), seed=len(case))
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def _is_elementwise(path: Path) -> bool:
+    """True for specs without reductions, which sympy's elementwise check can evaluate.
+
+    Examples with reductions are checked against torch's built-ins (tests/test_builtins.py)
+    and against autograd by their generated tests.
+    """
+    spec = symgrad.load_spec(path)
+    exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
+    kinds = (reductions.Reduction, reductions.Normalization)
+    return not any(e.atoms(*kinds) for e in exprs)
+
+
+ELEMENTWISE_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.yaml")) if _is_elementwise(p)]
+
+
+@pytest.mark.parametrize("path", ELEMENTWISE_EXAMPLES, ids=lambda p: p.stem)
 def test_example_gradients_match_sympy(path: Path) -> None:
     check_gradients(symgrad.load_spec(path))
 
@@ -692,3 +707,46 @@ def test_backward_is_a_constant_factor_of_the_forward(seed: int, steps: int) -> 
 def test_small_formula_gradients_are_correct() -> None:
     """The random formulas themselves differentiate correctly (a small one, checked fully)."""
     check_gradients(make_spec({"z": random_formula(3, 12)}, TWO_TENSORS), seed=3)
+
+
+# --- Reductions -----------------------------------------------------------------------
+
+
+def test_reductions_in_the_backward_are_saved_not_recomputed() -> None:
+    """RMSNorm saves its [N, 1] reciprocal root r; the mean is not computed again."""
+    derived = derive(symgrad.load_spec(EXAMPLES / "rms_norm.yaml"))
+    assert [o.name for o in derived.residuals] == ["r"]
+    assert "r" in names(derived.saved_tensors)
+    backward = [s.expr for s in all_statements(derived)]
+    backward += [g.expr for part in derived.backward for g in part.gradients]
+    assert not any(e.atoms(reductions.ReduceMean) for e in backward)
+
+
+def test_layer_norm_recomputes_the_centred_input_and_saves_the_statistics() -> None:
+    derived = derive(symgrad.load_spec(EXAMPLES / "layer_norm_affine.yaml"))
+    assert names(derived.saved_tensors) == ("x", "w", "mu", "rstd")
+    assert [o.name for o in derived.residuals] == ["mu", "rstd"]
+
+
+def test_softmax_saves_only_its_output() -> None:
+    derived = derive(symgrad.load_spec(EXAMPLES / "softmax.yaml"))
+    assert names(derived.saved_tensors) == ("y",)
+    assert derived.residuals == ()
+
+
+@pytest.mark.parametrize(
+    ("formula", "dims", "keepdim"),
+    [
+        ("sum(x)", None, False),
+        ("mean(x, dim=-1, keepdim=True)", (-1,), True),
+        ("sum(x, [0, 1])", (0, 1), False),
+        ("logsumexp(x, 1, False)", (1,), False),
+    ],
+)
+def test_reduction_calls_parse_with_torch_defaults(
+    formula: str, dims: tuple[int, ...] | None, keepdim: bool
+) -> None:
+    spec = make_spec({"y": formula})
+    (output,) = spec.outputs
+    assert isinstance(output.expr, reductions.Reduction)
+    assert (output.expr.dims, output.expr.keepdim) == (dims, keepdim)
