@@ -47,9 +47,7 @@ def test_spec_from_dict_accepts_sympy_expressions(tmp_path: Path) -> None:
 
 
 def test_alias_function_fills_defaults_and_takes_keywords(tmp_path: Path) -> None:
-    spec = symgrad.load_spec(
-        Path(__file__).parent.parent / "examples" / "soft_clamp.yaml"
-    )
+    spec = symgrad.load_spec(Path(__file__).parent.parent / "examples" / "soft_clamp.yaml")
     symgrad.write_files(symgrad.generate(spec), tmp_path)
     module = _import(tmp_path / "soft_clamp.py", "soft_clamp_api_test")
     x = torch.linspace(-3, 3, 7, dtype=torch.float64)
@@ -75,9 +73,7 @@ def test_needs_input_grad_skips_unrequested_gradients(tmp_path: Path) -> None:
         patch.setattr(torch.Tensor, "sum_to_size", spy)
         (grad_x,) = torch.autograd.grad(out.sum(), [x])
     assert grad_x.shape == x.shape
-    assert (
-        calls == []
-    )  # beta's gradient (the only one needing a reduction) was never built
+    assert calls == []  # beta's gradient (the only one needing a reduction) was never built
 
 
 def test_several_outputs_accept_missing_gradients(tmp_path: Path) -> None:
@@ -94,9 +90,7 @@ def test_several_outputs_accept_missing_gradients(tmp_path: Path) -> None:
 
 def test_spec_error_carries_its_location() -> None:
     with pytest.raises(symgrad.SpecError) as error_info:
-        symgrad.spec_from_dict(
-            {"name": "Bad", "inputs": {"x": "tensor"}, "outputs": {"y": "x +"}}
-        )
+        symgrad.spec_from_dict({"name": "Bad", "inputs": {"x": "tensor"}, "outputs": {"y": "x +"}})
     assert error_info.value.location.source == "<dict>"
     assert "invalid expression" in error_info.value.message
 
@@ -135,9 +129,7 @@ def test_load_returns_a_working_function_class(given: symgrad.SpecLike) -> None:
     torch.testing.assert_close(y, -1.0 + 3.0 * torch.sigmoid(x))
     (grad,) = torch.autograd.grad(y.sum(), x)
     torch.testing.assert_close(grad, 3.0 * torch.sigmoid(x) * (1 - torch.sigmoid(x)))
-    function = sys.modules[
-        cls.__module__
-    ].soft_clamp  # the convenience function, with defaults
+    function = sys.modules[cls.__module__].soft_clamp  # the convenience function, with defaults
     torch.testing.assert_close(function(x, hi=2.0), 2.0 * torch.sigmoid(x))
 
 
@@ -163,9 +155,7 @@ def test_loaded_function_compiles_without_graph_breaks() -> None:
     swish = sys.modules[cls.__module__].swish
     x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     beta = torch.rand(6, dtype=torch.float64, requires_grad=True)
-    compiled = torch.compile(
-        lambda a, b: swish(a, b) * 2, fullgraph=True, backend="aot_eager"
-    )
+    compiled = torch.compile(lambda a, b: swish(a, b) * 2, fullgraph=True, backend="aot_eager")
     result = compiled(x, beta)
     torch.testing.assert_close(result, 2 * x * torch.sigmoid(beta * x))
     grads = torch.autograd.grad(result.sum(), [x, beta])
@@ -180,9 +170,7 @@ def test_load_raises_spec_errors_with_their_location(tmp_path: Path) -> None:
         symgrad.load(spec)
     assert (error_info.value.location.line, error_info.value.location.column) == (5, 6)
     assert error_info.value.location.source.endswith("bad.yaml")
-    with pytest.raises(
-        symgrad.SpecError, match=r"^<dict>: outputs\.y: unknown function"
-    ):
+    with pytest.raises(symgrad.SpecError, match=r"^<dict>: outputs\.y: unknown function"):
         symgrad.load({**SOFT_CLAMP, "outputs": {"y": "sigmod(x)"}})
 
 
