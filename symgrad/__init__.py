@@ -12,6 +12,7 @@ from symgrad.api import (
 )
 from symgrad.errors import Location, SpecError
 from symgrad.model import Spec
+from symgrad.show import describe
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,7 @@ __all__ = [
     "SpecError",
     "SpecLike",
     "__version__",
+    "describe",
     "generate",
     "load",
     "load_module",
