@@ -1,0 +1,79 @@
+"""Generate a case's Function with symgrad at run time and import it the way user code would."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import symgrad
+from bench.cases import Fn
+from bench.opcount import OpCounts, count_ops
+
+# Note [fused hook]
+# The spec line that asks symgrad for its fused mode. While symgrad refuses it (a SpecError
+# for the unknown key), the bench's "fused" column is a placeholder: torch.compile of the
+# eager generated function's call. Once the generator accepts the option, the same column
+# times symgrad's own fused Function, called eagerly, with no change here. If the option is
+# spelled differently when it lands, change this line only.
+FUSED_SPEC_LINE = "mode: fused"
+
+
+class UnsupportedSpecError(Exception):
+    """This version of symgrad cannot load or generate the spec (e.g. no reductions yet)."""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A generated module's convenience function, its source and the time symgrad took."""
+
+    function: Fn
+    source: str
+    # Seconds for symgrad.load_spec plus symgrad.generate (parse, derive, render).
+    seconds: float
+    ops: OpCounts
+
+
+def generate_case(spec_path: Path, workdir: Path, suffix: str = "") -> Generated:
+    """Generate and import the Function of `spec_path`; time symgrad's part."""
+    start = time.perf_counter()
+    try:
+        files = symgrad.generate(symgrad.load_spec(spec_path))
+    except symgrad.SpecError as error:
+        raise UnsupportedSpecError(str(error)) from None
+    seconds = time.perf_counter() - start
+    filename = next(name for name in files if not name.startswith("test_"))
+    source = files[filename]
+    stem = filename.removesuffix(".py")
+    module = import_source(f"bench_generated_{stem}{suffix}", source, workdir)
+    return Generated(getattr(module, stem), source, seconds, count_ops(source))
+
+
+def generate_fused(spec_path: Path, workdir: Path) -> Generated | None:
+    """The spec's Function in symgrad's fused mode, or None while symgrad has no such mode."""
+    fused_spec = workdir / f"{spec_path.stem}_fused.yaml"
+    text = spec_path.read_text(encoding="utf-8").rstrip("\n")
+    fused_spec.write_text(f"{text}\n{FUSED_SPEC_LINE}\n", encoding="utf-8")
+    try:
+        return generate_case(fused_spec, workdir, suffix="_fused")
+    except UnsupportedSpecError:
+        return None
+
+
+def import_source(name: str, source: str, workdir: Path) -> ModuleType:
+    """Write `source` to workdir and import it as `name`, registered in sys.modules.
+
+    torch.compile needs the module registered: it looks functions' globals up by module.
+    """
+    path = workdir / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

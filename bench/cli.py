@@ -1,0 +1,129 @@
+"""The command line of `python -m bench`: parse options, run, write the markdown report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from bench.cases import CASES, select_cases
+from bench.machine import describe
+from bench.measure import reuse_freed_heap
+from bench.report import Header, render_report
+from bench.runner import Settings, run_cases
+from bench.scaling import ScalingRow, run_scaling
+
+DEFAULT_SIZES = {"cpu": "1e6,1e7", "cuda": "1e7,1e8"}
+QUICK_SIZE = "4096"
+SCALING_OPS = "10,30,100,300,1000"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite as the options say and write the report; 0 on success."""
+    args = _parser().parse_args(argv)
+    _apply_quick(args)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    try:
+        cases = select_cases(_names(args.cases))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    heap = _heap(args.malloc, device)
+    settings = Settings(device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile)
+    results = run_cases(cases, settings)
+    scaling = _scaling(args)
+    header = _header(args, device, heap, argv)
+    text = render_report(header, results, scaling, cuda=device.type == "cuda")
+    output = Path(args.output or f"bench/results/{device.type}.md")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    print(f"bench: wrote {output}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The options, with what each does."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    add = parser.add_argument
+    add("--device", choices=["cpu", "cuda"], default="cpu", help="where to run (default cpu)")
+    add("--sizes", help="elements per input, comma-separated (default 1e6,1e7; cuda 1e7,1e8)")
+    add("--repeats", type=int, help="timed rounds per size (default 25)")
+    add("--warmup", type=int, help="untimed rounds first, compiling included (default 3)")
+    add(
+        "--cases",
+        help=f"comma-separated, or 'none' (default all: {','.join(c.name for c in CASES)})",
+    )
+    add("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    add("--output", help="markdown file to write (default bench/results/<device>.md)")
+    add("--quick", action="store_true", help="smoke run: tiny size, 2 repeats, no torch.compile")
+    add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
+    add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
+    add("--scaling", action="store_true", help="also run the codegen-scaling run")
+    add("--scaling-ops", help=f"formula sizes of the scaling run (default {SCALING_OPS})")
+    add("--scaling-seeds", type=int, help="random formulas per size (default 3)")
+    add("--scaling-timeout", type=float, default=120.0, help="seconds per formula (default 120)")
+    return parser
+
+
+def _apply_quick(args: argparse.Namespace) -> None:
+    """Fill in the defaults, the smaller ones of --quick where it is given."""
+    quick = args.quick
+    args.sizes = args.sizes or (QUICK_SIZE if quick else DEFAULT_SIZES[args.device])
+    args.repeats = args.repeats or (2 if quick else 25)
+    args.warmup = args.warmup if args.warmup is not None else (1 if quick else 3)
+    args.no_compile = args.no_compile or quick
+    args.scaling_ops = args.scaling_ops or ("10,30" if quick else SCALING_OPS)
+    args.scaling_seeds = args.scaling_seeds or (1 if quick else 3)
+
+
+def _heap(mode: str, device: torch.device) -> str:
+    """Set up the CPU heap as --malloc asks; what it ended up as, for the report."""
+    if mode == "reuse" and device.type == "cpu" and reuse_freed_heap():
+        return "freed memory reused (mallopt)"
+    return "glibc default"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """'1e6,1e7' -> (1000000, 10000000)."""
+    return tuple(int(float(item)) for item in text.split(",") if item.strip())
+
+
+def _names(text: str | None) -> tuple[str, ...] | None:
+    """Case names from --cases: None for all, () for 'none'."""
+    if text is None:
+        return None
+    if text.strip() == "none":
+        return ()
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _scaling(args: argparse.Namespace) -> list[ScalingRow]:
+    """The codegen-scaling rows, when --scaling asks for them."""
+    if not args.scaling:
+        return []
+    print("bench: codegen scaling", file=sys.stderr, flush=True)
+    return run_scaling(_ints(args.scaling_ops), args.scaling_seeds, args.scaling_timeout)
+
+
+def _header(
+    args: argparse.Namespace, device: torch.device, heap: str, argv: Sequence[str] | None
+) -> Header:
+    """The report's title, machine, command and settings lines."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    settings = (
+        f"float32, {args.repeats} timed rounds after {args.warmup} warm-up rounds, "
+        f"CPU heap: {heap}"
+    )
+    return Header(
+        title=f"symgrad benchmark: {device.type}",
+        machine=describe(device, args.threads),
+        command=" ".join(["python -m bench", *words]),
+        settings=settings,
+    )

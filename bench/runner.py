@@ -1,0 +1,208 @@
+"""Run the cases: generate each Function, build the alternatives, time and measure them."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from bench.build import Generated, UnsupportedSpecError, generate_case, generate_fused
+from bench.cases import Case, Fn
+from bench.measure import (
+    Saved,
+    copy_seconds,
+    make_step,
+    measure_peak,
+    measure_saved,
+    spread,
+    time_interleaved,
+)
+
+# The columns of every table, in order; "eager" is autograd of the plain formula.
+ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to run the cases."""
+
+    device: torch.device
+    sizes: tuple[int, ...]
+    repeats: int
+    warmup: int
+    # False skips torch.compile (the compile column, and the fused placeholder).
+    compile: bool
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One alternative at one size: median step time, saved tensors, peak memory."""
+
+    seconds: float
+    # Interquartile range of the timings over their median.
+    spread: float
+    saved: Saved
+    peak: int | None
+    # Largest difference from eager autograd's output and gradients, relative to their scale.
+    error: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """One case at one size."""
+
+    case: str
+    elements: int
+    generated: Generated
+    # Whether the fused column is symgrad's own fused mode (False: the placeholder).
+    fused_native: bool
+    measurements: dict[str, Measurement]
+    # Bytes an ideal fused forward+backward reads and writes (see bench.report).
+    ideal_bytes: int
+    # Median seconds of a device copy of `elements` float32 values (CUDA only).
+    copy_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A case this symgrad cannot generate, with symgrad's reason."""
+
+    case: str
+    reason: str
+
+
+@dataclass
+class Results:
+    """Everything one run measured."""
+
+    rows: list[Row] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def run_cases(cases: tuple[Case, ...], settings: Settings) -> Results:
+    """Measure every case at every size; skip the cases this symgrad cannot generate."""
+    results = Results()
+    with tempfile.TemporaryDirectory(prefix="symgrad-bench-") as workdir:
+        for case in cases:
+            try:
+                results.rows.extend(_run_case(case, settings, Path(workdir)))
+            except UnsupportedSpecError as error:
+                _progress(f"{case.name}: skipped, unsupported by this symgrad")
+                results.skipped.append(Skipped(case.name, str(error)))
+    return results
+
+
+def _run_case(case: Case, settings: Settings, workdir: Path) -> list[Row]:
+    """Generate the case's Function once, then measure it at every size."""
+    generated = generate_case(case.spec_path, workdir)
+    fused = generate_fused(case.spec_path, workdir)
+    functions = _alternatives(case, generated, fused, settings.compile)
+    rows = []
+    for elements in settings.sizes:
+        _progress(f"{case.name}: {elements:,} elements")
+        measurements, ideal = _measure_size(case, functions, elements, settings)
+        copy = None
+        if settings.device.type == "cuda":
+            copy = copy_seconds(elements, settings.repeats, settings.device)
+        rows.append(
+            Row(case.name, elements, generated, fused is not None, measurements, ideal, copy)
+        )
+    return rows
+
+
+def _alternatives(
+    case: Case, generated: Generated, fused: Generated | None, compile_: bool
+) -> dict[str, Fn]:
+    """The callables to compare, numbers bound, in ALTERNATIVES order (absent ones left out)."""
+    functions: dict[str, Fn | None] = {
+        "eager": case.reference,
+        "generated": generated.function,
+        "fused": _fused_callable(generated, fused, compile_),
+        "compile": _compiled(case.reference) if compile_ else None,
+        "builtin": case.builtin,
+    }
+    return {
+        name: functools.partial(fn, **case.numbers)
+        for name, fn in functions.items()
+        if fn is not None
+    }
+
+
+def _fused_callable(generated: Generated, fused: Generated | None, compile_: bool) -> Fn | None:
+    """symgrad's fused Function where it has one, else torch.compile of the generated call.
+
+    See Note [fused hook] in bench.build.
+    """
+    if fused is not None:
+        return fused.function
+    return _compiled(generated.function) if compile_ else None
+
+
+def _compiled(fn: Fn) -> Fn:
+    """torch.compile of `fn`, static shapes (each size compiles once, in the warm-up)."""
+    compiled: Fn = torch.compile(fn, dynamic=False)
+    return compiled
+
+
+def _measure_size(
+    case: Case, functions: dict[str, Fn], elements: int, settings: Settings
+) -> tuple[dict[str, Measurement], int]:
+    """Time all alternatives interleaved at one size, then measure their memory."""
+    torch.manual_seed(0)
+    inputs = case.make_inputs(elements, settings.device)
+    with torch.no_grad():
+        grad = torch.randn_like(case.reference(*inputs, **case.numbers))
+    steps = {name: make_step(fn, inputs, grad) for name, fn in functions.items()}
+    errors = _errors(functions, inputs, grad)
+    samples = time_interleaved(steps, settings.repeats, settings.warmup, settings.device)
+    measurements = {
+        name: Measurement(
+            statistics.median(samples[name]),
+            spread(samples[name]),
+            measure_saved(functions[name], inputs),
+            measure_peak(steps[name], settings.device),
+            errors[name],
+        )
+        for name in functions
+    }
+    return measurements, _ideal_bytes(inputs, grad)
+
+
+def _errors(
+    functions: dict[str, Fn], inputs: tuple[torch.Tensor, ...], grad: torch.Tensor
+) -> dict[str, float]:
+    """Each alternative's largest deviation from eager autograd, output and gradients."""
+    wanted = tuple(t for t in inputs if t.requires_grad)
+
+    def results(fn: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
+        out = fn(*inputs)
+        return [out.detach(), *torch.autograd.grad(out, wanted, grad)]
+
+    expected = results(functions["eager"])
+    return {
+        name: max(_relative_error(a, b) for a, b in zip(results(fn), expected, strict=True))
+        for name, fn in functions.items()
+    }
+
+
+def _relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """Largest absolute difference, over the largest magnitude of the expected tensor."""
+    scale = expected.abs().max().clamp_min(1e-30)
+    return float(((actual.double() - expected.double()).abs().max() / scale).item())
+
+
+def _ideal_bytes(inputs: tuple[torch.Tensor, ...], grad: torch.Tensor) -> int:
+    """Bytes an ideal fused fwd+bwd moves: inputs twice, output and its grad, input grads."""
+    read_twice = 2 * sum(t.nbytes for t in inputs)
+    return read_twice + 2 * grad.nbytes + sum(t.nbytes for t in inputs if t.requires_grad)
+
+
+def _progress(message: str) -> None:
+    """Tell the person running the suite where it is (stderr keeps stdout for results)."""
+    print(f"bench: {message}", file=sys.stderr, flush=True)
