@@ -1,0 +1,132 @@
+"""The benchmark suite: a smoke run end to end, op and saved-tensor counts (never wall times)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import symgrad
+from bench import cases
+from bench.build import Generated, UnsupportedSpecError, generate_case, import_source
+from bench.measure import Saved, measure_saved
+from bench.opcount import OpCounts, count_ops
+from bench.report import (
+    CODE_HEADER,
+    PEAK_HEADER,
+    SAVED_HEADER,
+    SCALING_HEADER,
+    TIME_HEADER,
+    Header,
+    render_report,
+)
+from bench.runner import ALTERNATIVES, Measurement, Results, Row
+from bench.scaling import INPUTS, random_formula
+
+REPO_ROOT = Path(__file__).absolute().parent.parent
+
+SOURCE = """
+class F(torch.autograd.Function):
+    @staticmethod
+    def forward(x: torch.Tensor, lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
+        return lo + torch.sigmoid(x) * (hi - lo)
+
+    @staticmethod
+    def backward(ctx, grad_y) -> tuple[torch.Tensor | None, ...]:
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.numbers
+        s = torch.sigmoid(x)
+        return _reduce_to(grad_y * s * (1 - s) * (hi - lo), x.shape), None, None
+"""
+
+
+def _table_rows(text: str, header: str) -> list[list[str]]:
+    """The cells of the markdown table under `header`, its header line included."""
+    section = text.split(header, 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    lines = [line for line in lines if not line.startswith("| --- |")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+def test_quick_run_writes_every_table(tmp_path: Path) -> None:
+    output = tmp_path / "quick.md"
+    command = [sys.executable, "-m", "bench", "--quick", "--cases", "softplus,swish_beta"]
+    command += ["--scaling", "--scaling-ops", "10", "--output", str(output)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = output.read_text(encoding="utf-8")
+    assert text.startswith("# symgrad benchmark: cpu\n\nMachine: ")
+    for header in (TIME_HEADER, SAVED_HEADER, PEAK_HEADER):
+        head, *rows = _table_rows(text, header)
+        assert head[:4] == ["case", "elements", "eager", "generated"]
+        assert [row[:2] for row in rows] == [["softplus", "4096"], ["swish_beta", "4096"]]
+        assert rows[1][head.index("builtin")] == "-"  # torch has no swish with a beta
+    head, *rows = _table_rows(text, CODE_HEADER)
+    assert [row[0] for row in rows] == ["softplus", "swish_beta"]
+    assert all(int(row[head.index("forward ops")]) >= 1 for row in rows)
+    head, *rows = _table_rows(text, SCALING_HEADER)
+    assert [row[head.index("status")] for row in rows] == ["ok"]
+    assert "## Definitions" in text
+
+
+def test_generated_ops_stay_within_the_cheap_gradient_bound(tmp_path: Path) -> None:
+    for name in ("softplus", "swish_beta"):
+        ops = generate_case(cases.SPECS / f"{name}.yaml", tmp_path).ops
+        assert ops.forward >= 1 and ops.backward <= 4 * ops.forward
+
+
+def test_generated_softplus_saves_one_tensor_where_autograd_saves_two(tmp_path: Path) -> None:
+    x = torch.randn(64, requires_grad=True)
+    generated = generate_case(cases.SPECS / "softplus.yaml", tmp_path).function
+    assert measure_saved(cases.softplus, (x,)).tensors == 2  # exp's result, log's input
+    assert measure_saved(generated, (x,)).tensors == 1
+    assert measure_saved(generated, (x,)).nbytes == 64 * 4
+
+
+def test_saved_bytes_count_each_storage_once() -> None:
+    x = torch.randn(8, 4, requires_grad=True)
+    saved = measure_saved(lambda t: t[0] * t[1] * t.sum(), (x,))
+    # x once for its two row views, the product of the rows, the 0-d sum.
+    assert (saved.tensors, saved.nbytes) == (3, x.nbytes + 4 * 4 + 4)
+
+
+def test_op_count_reads_tensor_operations_only() -> None:
+    ops = count_ops(SOURCE)
+    # forward: sigmoid, *, + (hi - lo is numbers); backward: sigmoid, 1 - s, three *.
+    assert (ops.forward, ops.backward) == (3, 5)
+
+
+def test_random_formulas_are_seeded_and_use_every_input() -> None:
+    formula = random_formula(30, seed=1)
+    assert formula == random_formula(30, seed=1)
+    assert 30 <= formula.ops <= 31
+    text = " ".join([*formula.spec["where"].values(), formula.spec["outputs"]["out"]])
+    assert all(name in text.split() or f"({name})" in text for name in INPUTS)
+    symgrad.spec_from_dict(formula.spec)
+
+
+def test_a_spec_symgrad_refuses_is_reported_unsupported(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: Bad\ninputs:\n  x: tensor\noutputs:\n  y: frobnicate(x)\n")
+    with pytest.raises(UnsupportedSpecError, match="frobnicate"):
+        generate_case(spec, tmp_path)
+
+
+def test_imported_modules_are_registered_for_torch_compile(tmp_path: Path) -> None:
+    module = import_source("bench_test_module", "VALUE = 3\n", tmp_path)
+    assert sys.modules["bench_test_module"] is module and module.VALUE == 3
+    del sys.modules["bench_test_module"]
+
+
+def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
+    generated = Generated(cases.softplus, "", 0.1, OpCounts(3, 5))
+    measured = {name: Measurement(1e-3, 0.0, Saved(1, 400), 800, 0.0) for name in ALTERNATIVES}
+    row = Row("softplus", 100, generated, False, measured, ideal_bytes=2000, copy_seconds=1e-3)
+    text = render_report(Header("t", "m", "c", "s"), Results([row]), [], cuda=True)
+    head, *rows = _table_rows(text, "## Bandwidth")
+    assert head[:4] == ["case", "elements", "ideal MB", "copy GB/s"] and len(rows) == 1
+    head, *rows = _table_rows(text, "## Targets")
+    assert head[-1] == "fused >= 80% copy" and rows[0][-1] == "yes (250%)"
