@@ -3,12 +3,12 @@
 """Binary cross-entropy of targets t against logits x, averaged over every element.
 
 Forward:
-    loss = ReduceMean(-t*log(sigmoid(x)) - (1 - t)*log(1 - sigmoid(x)), 0)
+    loss = mean(-t*log(sigmoid(x)) - (1 - t)*log(1 - sigmoid(x)))
 
 Derivatives:
-    dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/Count(-(t*log_sigmoid(x) + (1 -
+    dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/numel(-(t*log_sigmoid(x) + (1 -
         t)*log_sigmoid(-x)))
-    dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/Count(-(t*log_sigmoid(x) + (1 -
+    dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-(t*log_sigmoid(x) + (1 -
         t)*log_sigmoid(-x)))
 """
 

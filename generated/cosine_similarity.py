@@ -3,26 +3,26 @@
 """Cosine similarity of a and b along the last dimension.
 
 Forward:
-    y = ReduceSum(a*b, 0, -1)/(max(sqrt(ReduceSum(a**2, 0, -1)),
-        eps)*max(sqrt(ReduceSum(b**2, 0, -1)), eps))
+    y = sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2, dim=-1)),
+        eps))
 
 Derivatives:
-    dy/da = b*Unsqueeze(SumTo(1/(where(sqrt(ReduceSum(a**2, 0, -1)) > eps,
-        sqrt(ReduceSum(a**2, 0, -1)), where(sqrt(ReduceSum(a**2, 0, -1)) < eps, eps,
-        eps/2 + sqrt(ReduceSum(a**2, 0, -1))/2))*where(sqrt(ReduceSum(b**2, 0, -1)) >
-        eps, sqrt(ReduceSum(b**2, 0, -1)), where(sqrt(ReduceSum(b**2, 0, -1)) < eps,
-        eps, eps/2 + sqrt(ReduceSum(b**2, 0, -1))/2))), ShapeOf(ReduceSum(a*b, 0, -1))),
-        -1) + 2*a*Unsqueeze(SumTo((where(sqrt(ReduceSum(a**2, 0, -1)) < eps, 0,
-        where(sqrt(ReduceSum(a**2, 0, -1)) > eps, 0, -ReduceSum(a*b, 0,
-        -1)/(where(sqrt(ReduceSum(a**2, 0, -1)) > eps, sqrt(ReduceSum(a**2, 0, -1)), ...
-    dy/db = a*Unsqueeze(SumTo(1/(where(sqrt(ReduceSum(a**2, 0, -1)) > eps,
-        sqrt(ReduceSum(a**2, 0, -1)), where(sqrt(ReduceSum(a**2, 0, -1)) < eps, eps,
-        eps/2 + sqrt(ReduceSum(a**2, 0, -1))/2))*where(sqrt(ReduceSum(b**2, 0, -1)) >
-        eps, sqrt(ReduceSum(b**2, 0, -1)), where(sqrt(ReduceSum(b**2, 0, -1)) < eps,
-        eps, eps/2 + sqrt(ReduceSum(b**2, 0, -1))/2))), ShapeOf(ReduceSum(a*b, 0, -1))),
-        -1) + 2*b*Unsqueeze(SumTo((where(sqrt(ReduceSum(b**2, 0, -1)) < eps, 0,
-        where(sqrt(ReduceSum(b**2, 0, -1)) > eps, 0, -ReduceSum(a*b, 0,
-        -1)/(where(sqrt(ReduceSum(a**2, 0, -1)) > eps, sqrt(ReduceSum(a**2, 0, -1)), ...
+    grad_a from y = b*unsqueeze(sum(grad_y/(where(sqrt(sum(a**2, dim=-1)) > eps,
+        sqrt(sum(a**2, dim=-1)), where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 +
+        sqrt(sum(a**2, dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2,
+        dim=-1)), where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
+        dim=-1))/2))), dim=-1), -1) + 2*a*unsqueeze(sum((where(sqrt(sum(a**2, dim=-1)) <
+        eps, 0, where(sqrt(sum(a**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
+        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
+        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2, ...
+    grad_b from y = a*unsqueeze(sum(grad_y/(where(sqrt(sum(a**2, dim=-1)) > eps,
+        sqrt(sum(a**2, dim=-1)), where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 +
+        sqrt(sum(a**2, dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2,
+        dim=-1)), where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
+        dim=-1))/2))), dim=-1), -1) + 2*b*unsqueeze(sum((where(sqrt(sum(b**2, dim=-1)) <
+        eps, 0, where(sqrt(sum(b**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
+        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
+        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2, ...
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 """Negative log-likelihood of target under N(x, var), averaged over every element.
 
 Forward:
-    loss = ReduceMean(0.5*log(var) + 0.5*(x - target)**2/var, 0)
+    loss = mean(0.5*log(var) + 0.5*(x - target)**2/var)
 
 Derivatives:
-    dloss/dx = 1.0*(x - target)/(var*Count(0.5*((x - target)**2/var + log(var))))
-    dloss/dtarget = -1.0*(x - target)/(var*Count(0.5*((x - target)**2/var + log(var))))
-    dloss/dvar = 0.5*(1 - (x - target)**2/var)/(var*Count(0.5*((x - target)**2/var +
+    dloss/dx = 1.0*(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
+    dloss/dtarget = -1.0*(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
+    dloss/dvar = 0.5*(1 - (x - target)**2/var)/(var*numel(0.5*((x - target)**2/var +
         log(var))))
 """
 

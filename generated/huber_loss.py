@@ -4,15 +4,15 @@
 
 Forward:
     d = x - target
-    loss = ReduceMean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))), 0)
+    loss = mean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 
 Derivatives:
-    dloss/dx = 1.0*d*where(abs(d) < delta, 1/Count(where(abs(d) < delta, 0.5*d**2,
+    dloss/dx = 1.0*d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
         delta*(-0.5*delta + abs(d)))), 0) + delta*where(abs(d) < delta, 0,
-        1/Count(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
-    dloss/dtarget = -1.0*d*where(abs(d) < delta, 1/Count(where(abs(d) < delta, 0.5*d**2,
+        1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
+    dloss/dtarget = -1.0*d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
         delta*(-0.5*delta + abs(d)))), 0) - delta*where(abs(d) < delta, 0,
-        1/Count(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
+        1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 """Split x into its direction and its Euclidean norm along the last dimension.
 
 Forward:
-    n = sqrt(ReduceSum(x**2, 1, -1))
+    n = sqrt(sum(x**2, dim=-1, keepdim=True))
     unit = x/n
     norm = n
 
 Derivatives:
-    dunit/dx = 1/norm + 2*x*SumTo(-x/(2*norm**3), ShapeOf(ReduceSum(x**2, 1, -1)))
-    dnorm/dx = 2*x*SumTo(1/(2*norm), ShapeOf(ReduceSum(x**2, 1, -1)))
+    grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*x/(2*norm**3), dim=-1,
+        keepdim=True)
+    grad_x from norm = 2*x*sum(grad_norm/(2*norm), dim=-1, keepdim=True)
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
 """Layer normalisation over the last dimension, without weight and bias.
 
 Forward:
-    mu = ReduceMean(x, 1, -1)
+    mu = mean(x, dim=-1, keepdim=True)
     xc = x - mu
-    rstd = 1/sqrt(eps + ReduceMean(xc**2, 1, -1))
+    rstd = 1/sqrt(eps + mean(xc**2, dim=-1, keepdim=True))
     y = rstd*xc
 
 Derivatives:
-    dy/dx = rstd + SumTo(-rstd - 2*xc*SumTo(-y*rstd**2/2, ShapeOf(ReduceMean(xc**2, 1,
-        -1)))/Count(xc**2, -1), ShapeOf(mu))/Count(x, -1) + 2*xc*SumTo(-y*rstd**2/2,
-        ShapeOf(ReduceMean(xc**2, 1, -1)))/Count(xc**2, -1)
+    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*y*rstd**2/2,
+        dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
+        dim=[-1]) + 2*xc*sum(-grad_y*y*rstd**2/2, dim=-1, keepdim=True)/numel(xc**2,
+        dim=[-1])
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
 """Layer normalisation over the last dimension, then a per-feature weight and bias.
 
 Forward:
-    mu = ReduceMean(x, 1, -1)
+    mu = mean(x, dim=-1, keepdim=True)
     xc = x - mu
-    rstd = 1/sqrt(eps + ReduceMean(xc**2, 1, -1))
+    rstd = 1/sqrt(eps + mean(xc**2, dim=-1, keepdim=True))
     y = b + rstd*w*xc
 
 Derivatives:
-    dy/dx = rstd*w + SumTo(-rstd*w - 2*xc*SumTo(-w*xc*rstd**3/2,
-        ShapeOf(ReduceMean(xc**2, 1, -1)))/Count(xc**2, -1), ShapeOf(mu))/Count(x, -1) +
-        2*xc*SumTo(-w*xc*rstd**3/2, ShapeOf(ReduceMean(xc**2, 1, -1)))/Count(xc**2, -1)
+    grad_x from y = sum(-grad_y*rstd*w - 2*xc*sum(-grad_y*w*xc*rstd**3/2, dim=-1,
+        keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x, dim=[-1]) +
+        grad_y*rstd*w + 2*xc*sum(-grad_y*w*xc*rstd**3/2, dim=-1,
+        keepdim=True)/numel(xc**2, dim=[-1])
     dy/dw = rstd*xc
     dy/db = 1
 """

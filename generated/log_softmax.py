@@ -3,10 +3,10 @@
 """Log-softmax over the last dimension.
 
 Forward:
-    y = x - ReduceLogSumExp(x, 1, -1)
+    y = x - logsumexp(x, dim=-1, keepdim=True)
 
 Derivatives:
-    dy/dx = 1 - ReduceSum(1, 1, -1)*exp(y)
+    grad_x from y = grad_y - sum(grad_y, dim=-1, keepdim=True)*exp(y)
 """
 
 from __future__ import annotations

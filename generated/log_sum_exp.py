@@ -3,10 +3,10 @@
 """log(sum(exp(x))) over the last dimension, without overflow.
 
 Forward:
-    y = log(ReduceSum(exp(x), 0, -1))
+    y = log(sum(exp(x), dim=-1))
 
 Derivatives:
-    dy/dx = Unsqueeze(1, -1)*exp(x - Unsqueeze(y, -1))
+    grad_x from y = unsqueeze(grad_y, -1)*exp(x - unsqueeze(y, -1))
 """
 
 from __future__ import annotations

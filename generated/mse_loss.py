@@ -3,11 +3,11 @@
 """Mean squared error.
 
 Forward:
-    loss = ReduceMean((x - target)**2, 0)
+    loss = mean((x - target)**2)
 
 Derivatives:
-    dloss/dx = 2*(x - target)/Count((x - target)**2)
-    dloss/dtarget = -2*(x - target)/Count((x - target)**2)
+    dloss/dx = 2*(x - target)/numel((x - target)**2)
+    dloss/dtarget = -2*(x - target)/numel((x - target)**2)
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 """Root-mean-square normalisation over the last dimension, with a weight.
 
 Forward:
-    r = 1/sqrt(eps + ReduceMean(x**2, 1, -1))
+    r = 1/sqrt(eps + mean(x**2, dim=-1, keepdim=True))
     y = r*w*x
 
 Derivatives:
-    dy/dx = r*w + 2*x*SumTo(-y*r**2/2, ShapeOf(ReduceMean(x**2, 1, -1)))/Count(x**2, -1)
+    grad_x from y = grad_y*r*w + 2*x*sum(-grad_y*y*r**2/2, dim=-1,
+        keepdim=True)/numel(x**2, dim=[-1])
     dy/dw = r*x
 """
 

@@ -3,10 +3,10 @@
 """Softmax over the last dimension.
 
 Forward:
-    y = exp(x)/ReduceSum(exp(x), 1, -1)
+    y = exp(x)/sum(exp(x), dim=-1, keepdim=True)
 
 Derivatives:
-    dy/dx = y*(1 - ReduceSum(y, 1, -1))
+    grad_x from y = y*(grad_y - sum(grad_y*y, dim=-1, keepdim=True))
 """
 
 from __future__ import annotations

@@ -566,6 +566,14 @@ def _tensor_symbols(
     return tensors
 
 
+# Nodes whose presence makes a gradient a vector-Jacobian product, not a partial.
+_NOT_ELEMENTWISE = (
+    reductions.Reduction,
+    reductions.Normalization,
+    reductions.SumTo,
+    reductions.Unsqueeze,
+)
+
 # Docstring derivatives whose expansion grows past this many operations are not shown.
 _DOCSTRING_MAX_OPS = 200
 
@@ -575,6 +583,8 @@ def _partials(
 ) -> dict[tuple[str, str], sympy.Expr | None]:
     """d output / d input with symgrad's temporaries expanded, for the docstring.
 
+    Where the derivative is not elementwise (it passes through a reduction), it is
+    the vector-Jacobian product instead, in terms of the output's incoming gradient.
     None where the expanded formula would be too long to be worth reading.
     """
     partials: dict[tuple[str, str], sympy.Expr | None] = {}
@@ -586,7 +596,7 @@ def _partials(
                 partial = partial.xreplace(names)
                 if sympy.count_ops(partial) > _DOCSTRING_MAX_OPS:
                     partial = None
-            if partial is not None:
+            if partial is not None and not partial.has(*_NOT_ELEMENTWISE):
                 partial = partial.xreplace({part.grad: sympy.Integer(1)})
             partials[(part.output.name, item.name)] = partial
     return partials

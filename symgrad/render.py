@@ -296,12 +296,19 @@ def _summary(spec: Spec) -> str:
 def _formulas(derived: Derived) -> dict[str, list[str]]:
     """Readable forward and derivative formulas for the module docstring."""
     spec = derived.spec
-    forward = [f"{i.name} = {_readable(i.expr)}" for i in spec.intermediates]
-    forward += [f"{o.name} = {_readable(o.expr)}" for o in spec.outputs]
-    derivatives = [
-        f"d{output}/d{name} = " + ("(long; see backward)" if expr is None else _readable(expr))
-        for (output, name), expr in derived.partials.items()
-    ]
+    readable = _ReadablePrinter({"order": "none"})
+    readable.definitions = {a.target: a.expr for a in derived.forward}
+    forward = [f"{i.name} = {readable.doprint(i.expr)}" for i in spec.intermediates]
+    forward += [f"{o.name} = {readable.doprint(o.expr)}" for o in spec.outputs]
+    grads = {part.output.name: part.grad for part in derived.backward}
+    derivatives = []
+    for (output, name), expr in derived.partials.items():
+        if expr is None:
+            derivatives.append(f"d{output}/d{name} = (long; see backward)")
+        elif grads[output] in expr.free_symbols:  # a vector-Jacobian product
+            derivatives.append(f"grad_{name} from {output} = {readable.doprint(expr)}")
+        else:
+            derivatives.append(f"d{output}/d{name} = {readable.doprint(expr)}")
     return {
         "forward": [part for line in forward for part in _wrap_formula(line)],
         "derivatives": [part for line in derivatives for part in _wrap_formula(line)],
@@ -329,9 +336,36 @@ class _ReadablePrinter(StrPrinter):
 
     _print_Relu = _print_Maximum = _print_Minimum = _print_Clamp = _print_Kink
 
+    # Forward values by name, to print the shape of a named reduction.
+    definitions: Mapping[sympy.Basic, sympy.Basic] = {}
 
-def _readable(expr: sympy.Expr) -> str:
-    return str(_ReadablePrinter({"order": "none"}).doprint(expr))
+    def _reduction(self, name: str, argument: str, dims: Any, keepdim: bool) -> str:
+        dim = "" if dims is None else f", dim={dims[0] if len(dims) == 1 else list(dims)}"
+        return f"{name}({argument}{dim}{', keepdim=True' if keepdim else ''})"
+
+    def _print_Reduction(self, expr: Any) -> str:
+        return self._reduction(expr.name, self._print(expr.argument), expr.dims, expr.keepdim)
+
+    _print_ReduceSum = _print_ReduceMean = _print_ReduceLogSumExp = _print_Reduction
+
+    def _print_Normalization(self, expr: Any) -> str:
+        return f"{expr.name}({self._print(expr.argument)}, dim={expr.dim})"
+
+    _print_Softmax = _print_LogSoftmax = _print_Normalization
+
+    def _print_SumTo(self, expr: Any) -> str:
+        """sum over what the reduction reduced (SumTo(v, ShapeOf(reduction)))."""
+        value, shape = expr.args
+        reduction = self.definitions.get(shape.argument, shape.argument)
+        return self._reduction("sum", self._print(value), reduction.dims, reduction.keepdim)
+
+    def _print_Unsqueeze(self, expr: Any) -> str:
+        dims = ", ".join(str(d) for d in expr.dims)
+        return f"unsqueeze({self._print(expr.args[0])}, {dims})"
+
+    def _print_Count(self, expr: Any) -> str:
+        dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
+        return f"numel({self._print(expr.argument)}{dims})"
 
 
 def _wrap_formula(line: str) -> list[str]:
