@@ -1,38 +1,53 @@
 """The `symgrad` command line: argument parsing and exit codes, no logic of its own.
 
-Exit status: 0 success, 1 a spec is invalid, 2 a usage error (as black uses them).
+Exit status: 0 success, 1 a spec is invalid (or, with --check, a file would change),
+2 a usage error (as black uses them).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import symgrad
-from symgrad.api import generate, load_spec
-from symgrad.errors import Location, SpecError
-from symgrad.write import write_files
+from symgrad.api import display_path, generate, load_spec
+from symgrad.errors import SpecError
+from symgrad.progress import Progress
+from symgrad.show import describe
+from symgrad.write import pending_changes, unified_diff, write_files
 
 DEFAULT_OUTPUT_DIRECTORY = "generated"
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of `symgrad gen` and `symgrad show`."""
     parser = argparse.ArgumentParser(
         prog="symgrad",
         description="Generate torch.autograd.Functions, backward included, from formulas.",
     )
     parser.add_argument("--version", action="version", version=f"symgrad {symgrad.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_gen(commands)
+    _add_show(commands)
+    return parser
+
+
+def _add_gen(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gen = commands.add_parser(
         "gen",
         help="generate a module and its test for each spec",
         description="Write DIR/<module>.py and DIR/test_<module>.py for each spec. "
         "Nothing is written unless every spec is valid.",
     )
-    gen.add_argument("specs", nargs="+", metavar="SPEC", help="spec files or folders of *.yaml")
+    _add_specs(gen)
     gen.add_argument(
         "-o",
         "--output",
@@ -40,8 +55,49 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help=f"output folder, created if missing (default: {DEFAULT_OUTPUT_DIRECTORY}/)",
     )
+    gen.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 and list the files that are stale or missing",
+    )
+    gen.add_argument(
+        "--diff", action="store_true", help="write nothing; print a diff of what would change"
+    )
+    gen.add_argument(
+        "-j",
+        "--jobs",
+        type=_job_count,
+        default=1,
+        metavar="N",
+        help="generate N specs at a time (0: one per CPU; default: 1)",
+    )
     gen.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    return parser
+
+
+def _add_show(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    show = commands.add_parser(
+        "show",
+        help="print the forward, the partial derivatives and what the backward saves",
+        description="Print each spec's forward and partial derivatives as formulas, and "
+        "what its backward saves, to review the mathematics before the code.",
+    )
+    _add_specs(show)
+    show.add_argument("--latex", action="store_true", help="print LaTeX instead of unicode")
+
+
+def _add_specs(command: argparse.ArgumentParser) -> None:
+    command.add_argument("specs", nargs="+", metavar="SPEC", help="spec files or folders of *.yaml")
+
+
+def _job_count(text: str) -> int:
+    """`--jobs`: a count of processes, 0 meaning one per CPU."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {jobs}")
+    return jobs or os.cpu_count() or 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as error:
         print(f"symgrad: error: {error}", file=sys.stderr)
         return 2
-    return _generate(paths, Path(args.output), args.quiet)
+    if args.command == "show":
+        return _show(paths, args.latex)
+    return _gen(paths, args)
 
 
 def _spec_paths(arguments: Sequence[str]) -> list[Path]:
@@ -69,29 +127,138 @@ def _spec_paths(arguments: Sequence[str]) -> list[Path]:
     return paths
 
 
-def _generate(paths: Sequence[Path], output: Path, quiet: bool) -> int:
+# symgrad gen
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What generating one spec gave: its files, or the error to print."""
+
+    # The spec as its header names it (relative to the working directory).
+    source: str
+    files: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _generate_one(path: Path) -> _Outcome:
+    """Load and generate one spec; a worker process runs this, so errors come back as text."""
+    try:
+        spec = load_spec(path)
+        return _Outcome(spec.source, generate(spec))
+    except SpecError as error:
+        return _Outcome(display_path(path), error=str(error))
+
+
+def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
+    """Generate every spec, then write, check or diff the files as asked."""
+    progress = Progress(len(paths), sys.stderr, label="symgrad", enabled=not args.quiet)
+    with progress:
+        outcomes = _run(paths, args.jobs, progress.advance)
+    files = _collect(outcomes)
+    if files is None:
+        return 1
+    output = Path(args.output)
+    if args.check or args.diff:
+        return _check(files, output, args.check, args.diff, args.quiet)
+    return _write(files, output, args.quiet)
+
+
+def _run(paths: Sequence[Path], jobs: int, advance: Callable[[], None]) -> list[_Outcome]:
+    """Generate each spec, `jobs` at a time; the outcomes come back in the order of `paths`."""
+    if jobs == 1 or len(paths) < 2:
+        return [_advanced(_generate_one(path), advance) for path in paths]
+    with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=_worker_context()) as pool:
+        futures = [pool.submit(_generate_one, path) for path in paths]
+        for _ in as_completed(futures):
+            advance()
+        return [future.result() for future in futures]
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a server that has imported symgrad once, or spawned where none.
+
+    Never a plain fork: forking a process that runs threads (torch's, in a notebook or a
+    test session) can deadlock the child.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["symgrad.cli"])
+    return context
+
+
+def _advanced(outcome: _Outcome, advance: Callable[[], None]) -> _Outcome:
+    advance()
+    return outcome
+
+
+def _collect(outcomes: Sequence[_Outcome]) -> dict[str, str] | None:
+    """All generated files by name, or None after printing every error in spec order."""
     files: dict[str, str] = {}
     origin: dict[str, str] = {}
     failed = False
-    for path in paths:
-        try:
-            spec = load_spec(path)
-            for name, text in generate(spec).items():
-                if name in origin:
-                    raise SpecError(
-                        Location(spec.source),
-                        f"writes {name}, which {origin[name]} writes too; set a distinct module",
-                    )
-                files[name] = text
-                origin[name] = spec.source
-        except SpecError as error:
+    for outcome in outcomes:
+        for error in _errors(outcome, origin):
             print(error, file=sys.stderr)
             failed = True
-    if failed:
-        return 1
+        files.update(outcome.files)
+        origin.update(dict.fromkeys(outcome.files, outcome.source))
+    return None if failed else files
+
+
+def _errors(outcome: _Outcome, origin: Mapping[str, str]) -> Iterator[str]:
+    """The outcome's own error, or a clash with a file another spec writes."""
+    if outcome.error is not None:
+        yield outcome.error
+    for name in outcome.files:
+        if name in origin:
+            yield (
+                f"{outcome.source}: writes {name}, which {origin[name]} writes too; "
+                "set a distinct module"
+            )
+            return
+
+
+def _write(files: Mapping[str, str], output: Path, quiet: bool) -> int:
+    """Write the files that changed and say what happened to each."""
     changed = write_files(files, output)
     if not quiet:
         for name in files:
             status = "wrote" if output / name in changed else "unchanged"
             print(f"{status} {output / name}")
     return 0
+
+
+def _check(files: Mapping[str, str], output: Path, check: bool, diff: bool, quiet: bool) -> int:
+    """Write nothing: list (and with `diff`, show) the files a write would change.
+
+    The diff goes to stdout, so the list goes to stderr then, keeping stdout a patch.
+    """
+    changes = pending_changes(files, output)
+    if diff:
+        sys.stdout.write("".join(unified_diff(c, display_path(c.path)) for c in changes))
+    if not quiet:
+        report = sys.stderr if diff else sys.stdout
+        for change in changes:
+            print(f"would {change.verb} {change.path}", file=report)
+        if not changes:
+            print(f"{len(files)} generated files are up to date in {output}", file=report)
+    return 1 if check and changes else 0
+
+
+# symgrad show
+
+
+def _show(paths: Sequence[Path], latex: bool) -> int:
+    """Print the mathematics of each valid spec; errors go to stderr."""
+    width = shutil.get_terminal_size().columns
+    failed = False
+    texts = []
+    for path in paths:
+        try:
+            texts.append(describe(load_spec(path), latex=latex, width=width))
+        except SpecError as error:
+            print(error, file=sys.stderr)
+            failed = True
+    sys.stdout.write("\n".join(texts))
+    return 1 if failed else 0

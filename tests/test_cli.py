@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import symgrad
-from symgrad.cli import main
+from symgrad.cli import build_parser, main
+from symgrad.progress import Progress
 
 GOOD = "examples/soft_clamp.yaml"
 BAD_SPEC = "name: Broken\ninputs:\n  x: tensor\noutputs:\n  y: sigmod(x)\n"
@@ -112,3 +115,270 @@ def test_python_dash_m_runs_the_cli(repo_root: Path, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.endswith("unknown function 'sigmod' (did you mean 'sigmoid'?)\n")
+
+
+# --check and --diff
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with two specs and their generated files, as the working directory."""
+    root = Path(__file__).parent.parent
+    (tmp_path / "specs").mkdir()
+    for name in ("soft_clamp.yaml", "polar.yaml"):
+        shutil.copy(root / "examples" / name, tmp_path / "specs" / name)
+    monkeypatch.chdir(tmp_path)
+    assert main(["gen", "specs", "-o", "out", "-q"]) == 0
+    return tmp_path
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def _append_line(path: Path) -> None:
+    path.write_text(path.read_text() + "# edited by hand\n")
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (_append_line, "would rewrite out/polar.py"),
+        (Path.unlink, "would create out/polar.py"),
+        (lambda path: path.write_bytes(b"\xff\xfe not utf-8"), "would rewrite out/polar.py"),
+    ],
+    ids=["edited", "missing", "undecodable"],
+)
+def test_check_lists_a_stale_file_and_writes_nothing(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    damage: Callable[[Path], object],
+    expected: str,
+) -> None:
+    damage(project / "out" / "polar.py")
+    before = _snapshot(project / "out")
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", "--check"]) == 1
+    assert capsys.readouterr().out == f"{expected}\n"
+    assert _snapshot(project / "out") == before
+
+
+def test_check_exits_0_when_every_file_is_current(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _snapshot(project / "out")
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", "--check"]) == 0
+    assert capsys.readouterr().out == "4 generated files are up to date in out\n"
+    assert _snapshot(project / "out") == before
+
+
+def test_check_lists_every_file_of_a_missing_folder_and_creates_none(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "elsewhere", "--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"would create elsewhere/{name}"
+        for name in ("polar.py", "test_polar.py", "soft_clamp.py", "test_soft_clamp.py")
+    ]
+    assert not (project / "elsewhere").exists()
+
+
+def test_check_with_an_invalid_spec_exits_1_with_the_error(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("specs/bad.yaml").write_text(BAD_SPEC)
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", "--check"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "specs/bad.yaml:5:6: outputs.y: unknown function 'sigmod' (did you mean 'sigmoid'?)\n"
+    )
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("flags", [["--check", "-q"], ["--check", "--diff", "-q"]])
+def test_quiet_check_prints_nothing_but_still_fails(
+    project: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    _append_line(project / "out" / "polar.py")
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", *flags]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert ("--diff" in flags) == (captured.out != "")  # a diff asked for is still printed
+
+
+@pytest.mark.parametrize(("flags", "status"), [(["--diff"], 0), (["--diff", "--check"], 1)])
+def test_diff_prints_a_patch_and_writes_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str], flags: list[str], status: int
+) -> None:
+    _append_line(project / "out" / "polar.py")
+    (project / "out" / "test_soft_clamp.py").unlink()
+    before = _snapshot(project / "out")
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", *flags]) == status
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[:2] == ["--- a/out/polar.py", "+++ b/out/polar.py"]
+    assert "-# edited by hand" in lines
+    assert lines.index("--- /dev/null") == lines.index("+++ b/out/test_soft_clamp.py") - 1
+    assert captured.err.splitlines() == [
+        "would rewrite out/polar.py",
+        "would create out/test_soft_clamp.py",
+    ]
+    assert _snapshot(project / "out") == before
+
+
+def test_diff_applies_with_patch_to_give_the_generated_files(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if shutil.which("patch") is None:
+        pytest.skip("needs the patch tool")
+    expected = _snapshot(project / "out")
+    _append_line(project / "out" / "polar.py")
+    (project / "out" / "soft_clamp.py").unlink()
+    capsys.readouterr()
+    main(["gen", "specs", "-o", "out", "--diff"])
+    subprocess.run(["patch", "-s", "-p1"], input=capsys.readouterr().out, text=True, check=True)
+    assert {n: text for n, (text, _) in _snapshot(project / "out").items()} == {
+        n: text for n, (text, _) in expected.items()
+    }
+
+
+def test_diff_of_current_files_is_empty(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["gen", "specs", "-o", "out", "--diff"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_python_dash_m_check_on_a_generated_folder(tmp_path: Path) -> None:
+    root = Path(__file__).parent.parent
+    for name in ("soft_clamp.yaml", "swish.yaml", "mish.yaml"):
+        shutil.copy(root / "examples" / name, tmp_path / name)
+    command = [sys.executable, "-m", "symgrad", "gen", ".", "-o", "generated"]
+    subprocess.run([*command, "-q"], cwd=tmp_path, check=True)
+    current = subprocess.run([*command, "--check"], cwd=tmp_path, capture_output=True, text=True)
+    assert (current.returncode, current.stderr) == (0, "")
+    _append_line(tmp_path / "generated" / "swish.py")
+    stale = subprocess.run([*command, "--check"], cwd=tmp_path, capture_output=True, text=True)
+    assert (stale.returncode, stale.stdout) == (1, "would rewrite generated/swish.py\n")
+
+
+# --jobs and the progress bar
+
+
+def test_jobs_give_the_same_files_and_messages_as_one_job(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("mish.yaml", "swish.yaml"):
+        shutil.copy(Path(__file__).parent.parent / "examples" / name, project / "specs" / name)
+    results = {}
+    for jobs in ("1", "3"):
+        assert main(["gen", "specs", "-o", f"out{jobs}", "--jobs", jobs]) == 0
+        output = capsys.readouterr().out.replace(f"out{jobs}", "OUT")
+        results[jobs] = (output, {n: t for n, (t, _) in _snapshot(project / f"out{jobs}").items()})
+    assert results["1"] == results["3"]
+    assert len(results["1"][1]) == 8
+
+
+def test_jobs_report_errors_in_the_order_of_the_specs(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("specs/a_bad.yaml").write_text(BAD_SPEC)
+    Path("specs/z_bad.yaml").write_text(BAD_SPEC.replace("sigmod(x)", "x +"))
+    messages = []
+    for jobs in ("1", "2"):
+        assert main(["gen", "specs", "-o", "fresh", "-j", jobs]) == 1
+        messages.append(capsys.readouterr())
+    assert messages[0] == messages[1]
+    assert messages[0].err.splitlines()[0].startswith("specs/a_bad.yaml:5:6:")
+    assert messages[0].err.splitlines()[1].startswith("specs/z_bad.yaml:5:")
+    assert not Path("fresh").exists()
+
+
+class _FakeTerminal(io.StringIO):
+    """A stream that says it is an interactive terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("tty", "quiet"), [(True, False), (False, False), (True, True)])
+def test_progress_bar_only_on_an_interactive_terminal_without_quiet(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tty: bool, quiet: bool
+) -> None:
+    stream = _FakeTerminal() if tty else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    assert main(["gen", "specs", "-o", "out", *(["-q"] if quiet else [])]) == 0
+    drawn = stream.getvalue()
+    if tty and not quiet:
+        assert "\r" in drawn and "2/2" in drawn
+        assert drawn.endswith("\r")  # erased, so later output starts on a clean line
+    else:
+        assert drawn == ""
+
+
+def test_progress_bar_counts_and_erases() -> None:
+    stream = _FakeTerminal()
+    with Progress(4, stream, label="gen") as progress:
+        progress.advance()
+        assert progress.line() == f"gen [{'#' * 7}{'-' * 23}] 1/4"
+    assert stream.getvalue().split("\r")[1:] == [
+        f"gen [{'-' * 30}] 0/4",
+        f"gen [{'#' * 7}{'-' * 23}] 1/4",
+        " " * len(f"gen [{'-' * 30}] 0/4"),
+        "",
+    ]
+
+
+def test_no_progress_in_a_pipe(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    shutil.copy(Path(__file__).parent.parent / GOOD, spec)
+    result = subprocess.run(
+        [sys.executable, "-m", "symgrad", "gen", str(spec), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("jobs", ["-1", "two", "1.5"])
+def test_bad_job_counts_are_usage_errors(jobs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gen", GOOD, "--jobs", jobs])
+    assert exit_info.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
+def test_zero_jobs_means_one_per_cpu() -> None:
+    args = build_parser().parse_args(["gen", GOOD, "-j", "0"])
+    assert args.jobs == (os.cpu_count() or 1)
+
+
+# symgrad show (the formatting itself is tested in tests/test_show.py)
+
+
+@pytest.mark.parametrize(("flags", "marker"), [([], "∂y/∂x = "), (["--latex"], "\\frac{")])
+def test_show_prints_the_derivatives(
+    repo_root: Path, capsys: pytest.CaptureFixture[str], flags: list[str], marker: str
+) -> None:
+    assert main(["show", GOOD, "examples/polar.yaml", *flags]) == 0
+    out = capsys.readouterr().out
+    assert marker in out
+    assert out.index("SoftClamp (examples/soft_clamp.yaml)") < out.index(
+        "Polar (examples/polar.yaml)"
+    )
+
+
+def test_show_reports_a_bad_spec_and_still_shows_the_good_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("bad.yaml").write_text(BAD_SPEC)
+    shutil.copy(Path(__file__).parent.parent / GOOD, "good.yaml")
+    assert main(["show", "bad.yaml", "good.yaml"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("bad.yaml:5:6: outputs.y: unknown function 'sigmod'")
+    assert captured.out.startswith("SoftClamp (good.yaml)")
