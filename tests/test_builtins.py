@@ -100,12 +100,23 @@ def _function(case: Case) -> Builtin:
     return function
 
 
-def _inputs(case: Case, dtype: torch.dtype, scale: float = 1.0) -> list[torch.Tensor]:
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+    ),
+]
+
+
+def _inputs(
+    case: Case, dtype: torch.dtype, scale: float = 1.0, device: str = "cpu"
+) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     inputs = []
     for shape, low, high in case.tensors:
         sample = low + (high - low) * torch.rand(shape, generator=generator, dtype=torch.float64)
-        inputs.append((sample * scale if low < 0 else sample).to(dtype).requires_grad_())
+        sample = sample * scale if low < 0 else sample
+        inputs.append(sample.to(device, dtype).requires_grad_())
     return inputs
 
 
@@ -120,14 +131,15 @@ def _values_and_grads(
     outputs = _as_tuple(function(*inputs))
     generator = torch.Generator().manual_seed(1)
     weights = [torch.randn(o.shape, generator=generator, dtype=torch.float64) for o in outputs]
-    total = sum((o * w.to(o.dtype)).sum() for o, w in zip(outputs, weights, strict=True))
+    total = sum((o * w.to(o)).sum() for o, w in zip(outputs, weights, strict=True))
     grads = torch.autograd.grad(total, inputs)
     return tuple(o.detach() for o in outputs), grads
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_matches_the_builtin_in_float64(case: Case) -> None:
-    inputs = _inputs(case, torch.float64)
+def test_matches_the_builtin_in_float64(case: Case, device: str) -> None:
+    inputs = _inputs(case, torch.float64, device=device)
     values, grads = _values_and_grads(_function(case), inputs)
     want_values, want_grads = _values_and_grads(case.builtin, inputs)
     for actual, expected in zip(values + grads, want_values + want_grads, strict=True):
@@ -140,13 +152,19 @@ def _error(actual: torch.Tensor, exact: torch.Tensor) -> float:
     return float(((actual.double() - exact).abs().max() / scale).item())
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if c.large], ids=[c.module for c in CASES if c.large]
-)
-def test_stable_at_magnitude_100_in_float32(case: Case) -> None:
-    exact_values, exact_grads = _values_and_grads(case.builtin, _inputs(case, torch.float64, 50.0))
-    values, grads = _values_and_grads(_function(case), _inputs(case, torch.float32, 50.0))
-    base_values, base_grads = _values_and_grads(case.builtin, _inputs(case, torch.float32, 50.0))
+LARGE = [case for case in CASES if case.large]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", LARGE, ids=[case.module for case in LARGE])
+def test_stable_at_magnitude_100_in_float32(case: Case, device: str) -> None:
+    exact_values, exact_grads = _values_and_grads(
+        case.builtin, _inputs(case, torch.float64, 50.0, device)
+    )
+    values, grads = _values_and_grads(_function(case), _inputs(case, torch.float32, 50.0, device))
+    base_values, base_grads = _values_and_grads(
+        case.builtin, _inputs(case, torch.float32, 50.0, device)
+    )
     for ours, builtin, exact in zip(
         values + grads, base_values + base_grads, exact_values + exact_grads, strict=True
     ):
