@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+import yaml
 
 import symgrad
 from symgrad.cli import build_parser, main
@@ -382,3 +386,51 @@ def test_show_reports_a_bad_spec_and_still_shows_the_good_ones(
     captured = capsys.readouterr()
     assert captured.err.startswith("bad.yaml:5:6: outputs.y: unknown function 'sigmod'")
     assert captured.out.startswith("SoftClamp (good.yaml)")
+
+
+# pre-commit and make
+
+
+def _hooks() -> list[dict[str, object]]:
+    hooks = yaml.safe_load((Path(__file__).parent.parent / ".pre-commit-hooks.yaml").read_text())
+    assert isinstance(hooks, list)
+    return hooks
+
+
+def test_pre_commit_hooks_run_symgrad_gen_with_valid_arguments() -> None:
+    hooks = {hook["id"]: hook for hook in _hooks()}
+    assert sorted(hooks) == ["symgrad-check", "symgrad-gen"]
+    for hook in hooks.values():
+        program, *arguments = shlex.split(str(hook["entry"]))
+        (script,) = entry_points(group="console_scripts", name=program)
+        assert script.load() is main
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        # pre-commit appends the user's args: the spec folder and the output folder.
+        args = build_parser().parse_args([*arguments, "specs", "-o", "generated"])
+        assert args.check == (hook["id"] == "symgrad-check")
+        assert re.search(str(hook["files"]), "specs/soft_clamp.yml")
+        assert not re.search(str(hook["files"]), "src/model.py")
+
+
+def test_makefile_example_generates_and_checks(tmp_path: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    root = Path(__file__).parent.parent
+    shutil.copy(root / "docs" / "build-integration" / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "specs").mkdir()
+    shutil.copy(root / GOOD, tmp_path / "specs" / "soft_clamp.yaml")
+    symgrad_command = f"SYMGRAD={shlex.quote(sys.executable)} -m symgrad"
+
+    def make(target: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["make", "-s", symgrad_command, target], cwd=tmp_path, capture_output=True, text=True
+        )
+
+    assert make("check-generated").returncode != 0  # nothing generated yet
+    assert make("generated").returncode == 0
+    assert (tmp_path / "generated" / "soft_clamp.py").is_file()
+    assert make("check-generated").returncode == 0
+    _append_line(tmp_path / "generated" / "soft_clamp.py")
+    stale = make("check-generated")
+    assert stale.returncode != 0
+    assert "would rewrite generated/soft_clamp.py" in stale.stdout
