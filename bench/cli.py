@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 
-from bench.cases import CASES, select_cases
+from bench.cases import CASES, Case, select_cases
 from bench.machine import describe
 from bench.measure import reuse_freed_heap
+from bench.primitives import time_primitives
 from bench.report import Header, render_report
 from bench.runner import Settings, run_cases
 from bench.scaling import ScalingRow, run_scaling
@@ -22,30 +23,46 @@ SCALING_OPS = "10,30,100,300,1000"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the suite as the options say and write the report; 0 on success."""
+    """Run the suite as the options say and write the report; 0 on success, 2 on bad usage."""
     args = _parser().parse_args(argv)
     _apply_quick(args)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
-        return 2
     try:
-        cases = select_cases(_names(args.cases))
+        device, cases = _check(args)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
-    heap = _heap(args.malloc, device)
-    settings = Settings(device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile)
-    results = run_cases(cases, settings)
-    scaling = _scaling(args)
-    header = _header(args, device, heap, argv)
-    text = render_report(header, results, scaling, cuda=device.type == "cuda")
+    text = _run(args, device, cases, argv)
     output = Path(args.output or f"bench/results/{device.type}.md")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     print(f"bench: wrote {output}", file=sys.stderr)
     return 0
+
+
+def _check(args: argparse.Namespace) -> tuple[torch.device, tuple[Case, ...]]:
+    """The device and the cases the options name; ValueError when they cannot be had."""
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda, but torch sees no CUDA device")
+    return device, select_cases(_names(args.cases))
+
+
+def _run(
+    args: argparse.Namespace,
+    device: torch.device,
+    cases: tuple[Case, ...],
+    argv: Sequence[str] | None,
+) -> str:
+    """Run the cases, then the scaling run and primitive costs; the report's text."""
+    torch.set_num_threads(args.threads)
+    heap = _heap(args.malloc, device)
+    settings = Settings(device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile)
+    results = run_cases(cases, settings)
+    results.scaling = _scaling(args)
+    if not args.no_primitives:
+        results.primitive_elements = max(settings.sizes)
+        results.primitives = time_primitives(max(settings.sizes), settings.repeats, device)
+    return render_report(_header(args, device, heap, argv), results, device.type == "cuda")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--quick", action="store_true", help="smoke run: tiny size, 2 repeats, no torch.compile")
     add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
     add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
+    add("--no-primitives", action="store_true", help="leave out the single-primitive costs")
     add("--scaling", action="store_true", help="also run the codegen-scaling run")
     add("--scaling-ops", help=f"formula sizes of the scaling run (default {SCALING_OPS})")
     add("--scaling-seeds", type=int, help="random formulas per size (default 3)")
@@ -79,6 +97,7 @@ def _apply_quick(args: argparse.Namespace) -> None:
     args.repeats = args.repeats or (2 if quick else 25)
     args.warmup = args.warmup if args.warmup is not None else (1 if quick else 3)
     args.no_compile = args.no_compile or quick
+    args.no_primitives = args.no_primitives or quick
     args.scaling_ops = args.scaling_ops or ("10,30" if quick else SCALING_OPS)
     args.scaling_seeds = args.scaling_seeds or (1 if quick else 3)
 

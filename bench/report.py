@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from bench.primitives import PrimitiveCost
 from bench.runner import ALTERNATIVES, Results, Row
 from bench.scaling import ScalingRow
 
@@ -51,6 +52,9 @@ DEFINITIONS = """\
 - **Ops** (`bench/opcount.py`): tensor operations in the generated source's forward and in
   its whole backward (all `needs_input_grad` branches): `torch.*` calls, tensor method
   calls and arithmetic operators with a tensor operand.
+- **Primitive costs** (`bench/primitives.py`): single torch ops on inputs of the largest
+  size, timed the same way, relative to one elementwise multiplication: the prices a
+  save-or-recompute policy weighs (skipped by `--quick` and `--no-primitives`).
 - **gen s**: seconds of `symgrad.load_spec` plus `symgrad.generate` (parse, derive,
   render with black), in the benchmark's process.
 """
@@ -66,9 +70,7 @@ class Header:
     settings: str
 
 
-def render_report(
-    header: Header, results: Results, scaling: Sequence[ScalingRow], cuda: bool
-) -> str:
+def render_report(header: Header, results: Results, cuda: bool) -> str:
     """The whole markdown file."""
     parts = [
         f"# {header.title}\n\nMachine: {header.machine}\n\n"
@@ -86,8 +88,10 @@ def render_report(
     if results.skipped:
         lines = [f"- {s.case}: unsupported by this symgrad: `{s.reason}`" for s in results.skipped]
         parts.append("## Skipped cases\n\n" + "\n".join(lines) + "\n")
-    if scaling:
-        parts.append(_scaling_table(scaling))
+    if results.primitives:
+        parts.append(_primitive_table(results.primitives, results.primitive_elements))
+    if results.scaling:
+        parts.append(_scaling_table(results.scaling))
     parts.append(DEFINITIONS)
     return "\n".join(parts)
 
@@ -278,6 +282,13 @@ def _verdict(ok: bool, ratio: float) -> str:
 def _ratio(row: Row, name: str) -> float:
     """An alternative's median time over eager's."""
     return row.measurements[name].seconds / row.measurements["eager"].seconds
+
+
+def _primitive_table(costs: Sequence[PrimitiveCost], elements: int) -> str:
+    """Each primitive's median time and its cost in multiplications."""
+    body = [[cost.name, _ms(cost.seconds), f"{cost.relative:.2f}"] for cost in costs]
+    title = f"## Primitive costs: one op on {_size(elements)} float32 elements"
+    return f"{title}\n\n" + _table(["primitive", "median ms", "x * g = 1"], body)
 
 
 def _scaling_table(rows: Sequence[ScalingRow]) -> str:

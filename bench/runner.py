@@ -23,6 +23,8 @@ from bench.measure import (
     spread,
     time_interleaved,
 )
+from bench.primitives import PrimitiveCost
+from bench.scaling import ScalingRow
 
 # The columns of every table, in order; "eager" is autograd of the plain formula.
 ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin")
@@ -83,6 +85,10 @@ class Results:
 
     rows: list[Row] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    # Codegen scaling (--scaling) and single-primitive costs (skipped by --quick).
+    scaling: list[ScalingRow] = field(default_factory=list)
+    primitives: list[PrimitiveCost] = field(default_factory=list)
+    primitive_elements: int = 0
 
 
 def run_cases(cases: tuple[Case, ...], settings: Settings) -> Results:

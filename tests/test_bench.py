@@ -14,6 +14,7 @@ from bench import cases
 from bench.build import Generated, UnsupportedSpecError, generate_case, import_source
 from bench.measure import Saved, measure_saved
 from bench.opcount import OpCounts, count_ops
+from bench.primitives import time_primitives
 from bench.report import (
     CODE_HEADER,
     PEAK_HEADER,
@@ -125,8 +126,13 @@ def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
     generated = Generated(cases.softplus, "", 0.1, OpCounts(3, 5))
     measured = {name: Measurement(1e-3, 0.0, Saved(1, 400), 800, 0.0) for name in ALTERNATIVES}
     row = Row("softplus", 100, generated, False, measured, ideal_bytes=2000, copy_seconds=1e-3)
-    text = render_report(Header("t", "m", "c", "s"), Results([row]), [], cuda=True)
+    text = render_report(Header("t", "m", "c", "s"), Results([row]), cuda=True)
     head, *rows = _table_rows(text, "## Bandwidth")
     assert head[:4] == ["case", "elements", "ideal MB", "copy GB/s"] and len(rows) == 1
     head, *rows = _table_rows(text, "## Targets")
     assert head[-1] == "fused >= 80% copy" and rows[0][-1] == "yes (250%)"
+
+
+def test_primitive_costs_are_relative_to_a_multiplication() -> None:
+    costs = {cost.name: cost for cost in time_primitives(4096, 1, torch.device("cpu"))}
+    assert costs["x * g"].relative == 1.0 and {"tanh", "p**6", "softplus"} <= set(costs)
