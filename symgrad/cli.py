@@ -167,24 +167,16 @@ def _run(paths: Sequence[Path], jobs: int, advance: Callable[[], None]) -> list[
     """Generate each spec, `jobs` at a time; the outcomes come back in the order of `paths`."""
     if jobs == 1 or len(paths) < 2:
         return [_advanced(_generate_one(path), advance) for path in paths]
-    with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=_worker_context()) as pool:
+    # Fresh interpreters, never a fork: forking a host that runs threads (torch's, in a
+    # notebook or a test session) can deadlock the child. Not a forkserver preloading
+    # symgrad either: on Python 3.11 its server imports before it takes the parent's
+    # sys.path, so it can load another copy of symgrad (an installed one, not a checkout).
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=context) as pool:
         futures = [pool.submit(_generate_one, path) for path in paths]
         for _ in as_completed(futures):
             advance()
         return [future.result() for future in futures]
-
-
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """Workers forked from a server that has imported symgrad once, or spawned where none.
-
-    Never a plain fork: forking a process that runs threads (torch's, in a notebook or a
-    test session) can deadlock the child.
-    """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["symgrad.cli"])
-    return context
 
 
 def _advanced(outcome: _Outcome, advance: Callable[[], None]) -> _Outcome:
