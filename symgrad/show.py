@@ -7,7 +7,7 @@ names (`where`, `relu`, `max`, ...) and the user's names verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -19,12 +19,20 @@ from symgrad.derive import derive
 from symgrad.derived import Derived
 from symgrad.model import Input, Output, Spec
 from symgrad.piecewise import Clamp, Maximum, Minimum, Relu, Where
+from symgrad.reductions import Count, ShapeOf, SumTo, Unsqueeze, reduce
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"
 
-# The language's kinked functions -> their names in a spec.
-_SPEC_SPELLINGS = {Relu: "relu", Maximum: "max", Minimum: "min", Clamp: "clamp"}
+# The language's kinked functions and the backward's shape helpers -> names to show.
+_SPEC_SPELLINGS = {
+    Relu: "relu",
+    Maximum: "max",
+    Minimum: "min",
+    Clamp: "clamp",
+    Count: "numel",
+    Unsqueeze: "unsqueeze",
+}
 
 
 def describe(spec: Spec, *, latex: bool = False, width: int = 100) -> str:
@@ -114,8 +122,11 @@ def _input_line(item: Input, alias: str | None) -> str:
 def _pretty_partials(derived: Derived, printer: _PrettyPrinter) -> list[str]:
     """`∂y/∂x = ...` for each partial derivative, then the outputs without a gradient."""
     blocks = []
-    for (output, name), expr in derived.partials.items():
-        label = f"∂{printer.name(output)}/∂{printer.name(name)} = "
+    for (output, name), expr in _partials(derived):
+        if _is_product(derived, output, expr):
+            label = f"grad_{name} from {printer.name(output)} = "
+        else:
+            label = f"∂{printer.name(output)}/∂{printer.name(name)} = "
         blocks.append(label + LONG_PARTIAL if expr is None else printer.equation(label, expr))
         if _is_override(derived.spec, output, name):
             blocks[-1] += f"\n  (given in the spec: gradients.{output}.{name})"
@@ -125,11 +136,50 @@ def _pretty_partials(derived: Derived, printer: _PrettyPrinter) -> list[str]:
 def _latex_partials(derived: Derived, printer: _LatexPrinter) -> list[str]:
     """`\\frac{\\partial y}{\\partial x} &= ...` rows, one per partial derivative."""
     rows = []
-    for (output, name), expr in derived.partials.items():
+    for (output, name), expr in _partials(derived):
         top, bottom = printer.name(output), printer.name(name)
         value = f"\\text{{{LONG_PARTIAL}}}" if expr is None else printer.doprint(expr)
-        rows.append(f"\\frac{{\\partial {top}}}{{\\partial {bottom}}} &= {value}")
+        if _is_product(derived, output, expr):
+            label = f"\\text{{grad of }} {bottom} \\text{{ from }} {top}"
+        else:
+            label = f"\\frac{{\\partial {top}}}{{\\partial {bottom}}}"
+        rows.append(f"{label} &= {value}")
     return rows
+
+
+def _partials(derived: Derived) -> list[tuple[tuple[str, str], sympy.Expr | None]]:
+    """derive()'s partials, with the backward's shape helpers written as a spec would."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    return [
+        (key, None if expr is None else _readable(expr, definitions))
+        for key, expr in derived.partials.items()
+    ]
+
+
+def _is_product(derived: Derived, output: str, expr: sympy.Expr | None) -> bool:
+    """True for a vector-Jacobian product, which derive() gives through reductions.
+
+    It is written in terms of the output's incoming gradient (grad_y), so it is the
+    input's gradient from that output rather than a partial derivative.
+    """
+    grads = [part.grad for part in derived.backward if part.output.name == output]
+    return expr is not None and any(grad in expr.free_symbols for grad in grads)
+
+
+def _readable(expr: sympy.Expr, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
+    """`expr` with SumTo(v, ShapeOf(reduction)) written as the sum it is."""
+
+    def as_sum(node: Any) -> Any:
+        value, shape = node.args
+        if not isinstance(shape, ShapeOf):
+            return node
+        reduction = definitions.get(shape.argument, shape.argument)
+        if not hasattr(reduction, "dims"):
+            return node
+        return reduce("sum", value, reduction.dims, reduction.keepdim)
+
+    result: sympy.Expr = expr.replace(lambda node: isinstance(node, SumTo), as_sum)
+    return result
 
 
 def _latex_notes(derived: Derived) -> list[str]:
@@ -156,6 +206,7 @@ def _saved_lines(derived: Derived) -> list[str]:
         f"tensors (save_for_backward): {_names(str(s) for s in derived.saved_tensors)}",
         f"numbers (ctx.numbers): {_names(i.name for i in derived.saved_numbers)}",
         f"shapes only: {_names(i.name for i in derived.saved_shapes)}",
+        f"residuals (extra forward outputs): {_names(o.name for o in derived.residuals)}",
         f"recomputed in the backward: {_names(_recomputed(derived))}",
     ]
 

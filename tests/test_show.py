@@ -39,6 +39,7 @@ def test_soft_clamp_in_unicode() -> None:
         "  tensors (save_for_backward): x\n"
         "  numbers (ctx.numbers): lo, hi\n"
         "  shapes only: none\n"
+        "  residuals (extra forward outputs): none\n"
         "  recomputed in the backward: s\n"
     )
 
@@ -116,7 +117,8 @@ def test_every_example_shows_each_partial_and_no_trailing_spaces(example: str) -
         pytest.skip(str(error))
     text = symgrad.describe(spec, width=80)
     assert all(line == line.rstrip() and len(line) <= 80 for line in text.splitlines())
-    assert text.count("∂") == 2 * len(derive(spec).partials)
+    labels = text.count("∂") // 2 + text.count(" from ")  # partials and gradient products
+    assert labels == len(derive(spec).partials)
 
 
 def test_a_long_partial_points_to_the_backward(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,3 +178,22 @@ def test_reductions_are_written_as_in_a_spec(formula: str, pretty: str, latex: s
     )
     assert pretty in symgrad.describe(spec)
     assert latex in symgrad.describe(spec, latex=True)
+
+
+def test_gradients_through_a_reduction_are_products_written_as_sums() -> None:
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Rms",
+            "inputs": {"x": "tensor", "w": "tensor"},
+            "where": {"r": "1 / sqrt(mean(x**2, dim=-1, keepdim=True) + 1e-6)"},
+            "outputs": {"y": "x * r * w"},
+        }
+    )
+    text = symgrad.describe(spec, width=200)
+    assert "grad_x from y = grad_y⋅r⋅w + " in text  # not ∂y/∂x: it reads grad_y
+    assert "sum" in text and "dim=-1, keepdim=True" in text and "numel" in text
+    assert "SumTo" not in text and "ShapeOf" not in text and "Count" not in text
+    assert "∂y/∂w = r⋅x\n" in text
+    assert "residuals (extra forward outputs): r\n" in text
+    latex = symgrad.describe(spec, latex=True)
+    assert "\\text{grad of } x \\text{ from } y &= \\mathit{grad\\_y} r w + " in latex
