@@ -13,7 +13,7 @@ from bench.scaling import ScalingRow
 
 # The issue's targets, checked in the "Targets" section.
 MEDIAN_TARGET = 0.8
-TIME_HEADER = "## Time: forward+backward, median ms (ratio to eager autograd)"
+TIME_HEADER = "## Time: forward+backward, median ms (paired ratio to eager autograd)"
 SAVED_HEADER = "## Saved for backward: MB (distinct storages)"
 PEAK_HEADER = "## Peak memory during forward+backward: MB above the start"
 CODE_HEADER = "## Generated code"
@@ -28,6 +28,10 @@ DEFINITIONS = """\
   where it has one; until then a placeholder, torch.compile of the generated function's call
   (`bench/build.py`, Note [fused hook]). **compile**: torch.compile of the plain formula.
   **builtin**: torch's own function, where it has one.
+- **Ratios** of times are paired: the median over rounds of an alternative's time over
+  eager's (or torch.compile's) in the same round, so that load from other processes,
+  which changes between rounds, cancels. **noise** is the largest interquartile range
+  of an alternative's timings over its median.
 - **Time**: one step is `out = f(*inputs)` and `torch.autograd.grad(out, inputs, grad_out)`
   in float32 on pre-allocated inputs; after the warm-up (which also compiles), the
   alternatives are timed round-robin in a rotating order, and the median is reported. CPU
@@ -46,7 +50,6 @@ DEFINITIONS = """\
   backward reads the inputs again and the output's gradient and writes each input's
   gradient. **copy** is a device-to-device copy of the same number of float32 elements
   (read once, written once), the bandwidth limit.
-- **noise**: the largest interquartile range of an alternative's timings, over its median.
 - **err**: largest difference from eager autograd's output and gradients, relative to
   the largest magnitude of each; a check that all alternatives compute the same thing.
 - **Ops** (`bench/opcount.py`): tensor operations in the generated source's forward and in
@@ -134,12 +137,12 @@ def _time_table(rows: Sequence[Row]) -> str:
     columns = _columns(rows)
     body = []
     for row in rows:
-        eager = row.measurements["eager"].seconds
+        eager = row.measurements["eager"]
         cells = [row.case, _size(row.elements)]
         for name in columns:
             found = row.measurements.get(name)
             cells.append(
-                "-" if found is None else f"{_ms(found.seconds)} ({found.seconds / eager:.2f}x)"
+                "-" if found is None else f"{_ms(found.seconds)} ({found.ratio_to(eager):.2f}x)"
             )
         noise = max(found.spread for found in row.measurements.values())
         body.append([*cells, f"{noise:.0%}", _worst_error(row)])
@@ -239,8 +242,9 @@ def _median_lines(rows: Sequence[Row]) -> str:
 def _row_checks(row: Row, cuda: bool) -> list[str]:
     """Each per-row target: generated against eager, fused against compile and copy."""
     eager, generated = row.measurements["eager"], row.measurements["generated"]
+    time = generated.ratio_to(eager)
     checks = [
-        _at_most(generated.seconds, eager.seconds),
+        _verdict(time <= 1, time),
         _at_most(generated.saved.nbytes, eager.saved.nbytes),
         _at_most(generated.peak, eager.peak),
         _fused_check(row),
@@ -261,7 +265,7 @@ def _fused_check(row: Row) -> str:
     fused, compiled = row.measurements.get("fused"), row.measurements.get("compile")
     if fused is None or compiled is None:
         return "-"
-    speed = compiled.seconds / fused.seconds
+    speed = compiled.ratio_to(fused)
     return _verdict(speed >= 0.95, speed)
 
 
@@ -281,7 +285,7 @@ def _verdict(ok: bool, ratio: float) -> str:
 
 def _ratio(row: Row, name: str) -> float:
     """An alternative's median time over eager's."""
-    return row.measurements[name].seconds / row.measurements["eager"].seconds
+    return row.measurements[name].ratio_to(row.measurements["eager"])
 
 
 def _primitive_table(costs: Sequence[PrimitiveCost], elements: int) -> str:

@@ -44,15 +44,32 @@ class Settings:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One alternative at one size: median step time, saved tensors, peak memory."""
+    """One alternative at one size: step times by round, saved tensors, peak memory."""
 
-    seconds: float
-    # Interquartile range of the timings over their median.
-    spread: float
+    # Seconds of each timed round, in round order (round i of every alternative ran together).
+    samples: tuple[float, ...]
     saved: Saved
     peak: int | None
     # Largest difference from eager autograd's output and gradients, relative to their scale.
     error: float
+
+    @property
+    def seconds(self) -> float:
+        """Median seconds of a step."""
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range of the timings over their median."""
+        return spread(list(self.samples))
+
+    def ratio_to(self, other: Measurement) -> float:
+        """Median over rounds of this time over `other`'s in the same round.
+
+        Pairing by round cancels load from other processes that changes between rounds.
+        """
+        pairs = zip(self.samples, other.samples, strict=True)
+        return statistics.median(mine / theirs for mine, theirs in pairs)
 
 
 @dataclass(frozen=True)
@@ -169,8 +186,7 @@ def _measure_size(
     samples = time_interleaved(steps, settings.repeats, settings.warmup, settings.device)
     measurements = {
         name: Measurement(
-            statistics.median(samples[name]),
-            spread(samples[name]),
+            tuple(samples[name]),
             measure_saved(functions[name], inputs),
             measure_peak(steps[name], settings.device),
             errors[name],

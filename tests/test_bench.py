@@ -124,7 +124,7 @@ def test_imported_modules_are_registered_for_torch_compile(tmp_path: Path) -> No
 
 def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
     generated = Generated(cases.softplus, "", 0.1, OpCounts(3, 5))
-    measured = {name: Measurement(1e-3, 0.0, Saved(1, 400), 800, 0.0) for name in ALTERNATIVES}
+    measured = {name: Measurement((1e-3, 1e-3), Saved(1, 400), 800, 0.0) for name in ALTERNATIVES}
     row = Row("softplus", 100, generated, False, measured, ideal_bytes=2000, copy_seconds=1e-3)
     text = render_report(Header("t", "m", "c", "s"), Results([row]), cuda=True)
     head, *rows = _table_rows(text, "## Bandwidth")
