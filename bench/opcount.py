@@ -5,12 +5,20 @@ one arithmetic operator (`+ - * / **`, unary minus) with at least one tensor ope
 operator between numbers only (`hi - lo`, `-gamma` for a float input) is not counted, and
 neither is the module's `_reduce_to` helper (a no-op unless an input was broadcast) or any
 `ctx.*` call. Operand types are read from the forward's annotations and `ctx.numbers`.
+
+`count_kernels` counts at run time instead: the non-view aten operators one forward and
+backward dispatches, for any eager alternative (not for compiled ones).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @dataclass(frozen=True)
@@ -88,3 +96,26 @@ def _is_number(node: ast.AST, numbers: set[str]) -> bool:
     if isinstance(node, ast.Call):
         return ast.unparse(node.func).startswith("math.")
     return False
+
+
+class _KernelCounter(TorchDispatchMode):
+    """Count the non-view aten operators dispatched while active."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.count += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def count_kernels(
+    fn: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], grad: torch.Tensor
+) -> int:
+    """Non-view aten operators that one forward and backward of `fn` dispatch."""
+    wanted = tuple(t for t in inputs if t.requires_grad)
+    counter = _KernelCounter()
+    with counter:
+        torch.autograd.grad(fn(*inputs), wanted, grad)
+    return counter.count

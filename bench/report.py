@@ -58,6 +58,8 @@ DEFINITIONS = """\
 - **Primitive costs** (`bench/primitives.py`): single torch ops on inputs of the largest
   size, timed the same way, relative to one elementwise multiplication: the prices a
   save-or-recompute policy weighs (skipped by `--quick` and `--no-primitives`).
+- **kernels**: non-view aten operators one forward+backward dispatches, counted with a
+  `TorchDispatchMode` (each is one pass over memory in eager mode).
 - **gen s**: seconds of `symgrad.load_spec` plus `symgrad.generate` (parse, derive,
   render with black), in the benchmark's process.
 """
@@ -204,16 +206,24 @@ def _copy_rate(row: Row) -> float:
 
 
 def _code_table(rows: Sequence[Row]) -> str:
-    """Generation time and op counts of each case's generated Function."""
+    """Generation time, op counts and dispatched kernels of each case's Function."""
     body = []
     for row in {row.case: row for row in rows}.values():
         ops = row.generated.ops
         fused = "symgrad fused mode" if row.fused_native else "placeholder: compile(generated)"
         fused = fused if "fused" in row.measurements else "not run"
         cells = [f"{row.generated.seconds:.2f}", str(ops.forward), str(ops.backward)]
-        body.append([row.case, *cells, f"{ops.ratio:.1f}", fused])
-    headers = ["case", "gen s", "forward ops", "backward ops", "bwd/fwd", "fused column"]
+        kernels = [_kernels(row, name) for name in ("eager", "generated", "builtin")]
+        body.append([row.case, *cells, f"{ops.ratio:.1f}", *kernels, fused])
+    headers = ["case", "gen s", "forward ops", "backward ops", "bwd/fwd"]
+    headers += ["kernels: eager", "generated", "builtin", "fused column"]
     return f"{CODE_HEADER}\n\n" + _table(headers, body)
+
+
+def _kernels(row: Row, name: str) -> str:
+    """Kernels an alternative dispatches in one forward+backward, '-' where not counted."""
+    found = row.measurements.get(name)
+    return "-" if found is None or found.kernels is None else str(found.kernels)
 
 
 def _targets(rows: Sequence[Row]) -> str:

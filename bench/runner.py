@@ -23,11 +23,14 @@ from bench.measure import (
     spread,
     time_interleaved,
 )
+from bench.opcount import count_kernels
 from bench.primitives import PrimitiveCost
 from bench.scaling import ScalingRow
 
 # The columns of every table, in order; "eager" is autograd of the plain formula.
 ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin")
+# The alternatives that run through torch.compile (fused while it is a placeholder).
+COMPILED = ("fused", "compile")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Measurement:
     peak: int | None
     # Largest difference from eager autograd's output and gradients, relative to their scale.
     error: float
+    # Non-view aten operators of one forward+backward; None for compiled alternatives.
+    kernels: int | None
 
     @property
     def seconds(self) -> float:
@@ -190,6 +195,7 @@ def _measure_size(
             measure_saved(functions[name], inputs),
             measure_peak(steps[name], settings.device),
             errors[name],
+            None if name in COMPILED else count_kernels(functions[name], inputs, grad),
         )
         for name in functions
     }

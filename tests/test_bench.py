@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as nnf
 
 import symgrad
 from bench import cases
 from bench.build import Generated, UnsupportedSpecError, generate_case, import_source
 from bench.measure import Saved, measure_saved
-from bench.opcount import OpCounts, count_ops
+from bench.opcount import OpCounts, count_kernels, count_ops
 from bench.primitives import time_primitives
 from bench.report import (
     CODE_HEADER,
@@ -87,6 +88,13 @@ def test_generated_softplus_saves_one_tensor_where_autograd_saves_two(tmp_path: 
     assert measure_saved(generated, (x,)).nbytes == 64 * 4
 
 
+def test_kernels_are_counted_at_dispatch() -> None:
+    x = torch.randn(8, requires_grad=True)
+    grad = torch.ones(8)
+    assert count_kernels(cases.softplus, (x,), grad) == 5  # exp, add, log; div, mul
+    assert count_kernels(nnf.softplus, (x,), grad) == 2  # softplus, softplus_backward
+
+
 def test_saved_bytes_count_each_storage_once() -> None:
     x = torch.randn(8, 4, requires_grad=True)
     saved = measure_saved(lambda t: t[0] * t[1] * t.sum(), (x,))
@@ -124,7 +132,9 @@ def test_imported_modules_are_registered_for_torch_compile(tmp_path: Path) -> No
 
 def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
     generated = Generated(cases.softplus, "", 0.1, OpCounts(3, 5))
-    measured = {name: Measurement((1e-3, 1e-3), Saved(1, 400), 800, 0.0) for name in ALTERNATIVES}
+    measured = {
+        name: Measurement((1e-3, 1e-3), Saved(1, 400), 800, 0.0, 2) for name in ALTERNATIVES
+    }
     row = Row("softplus", 100, generated, False, measured, ideal_bytes=2000, copy_seconds=1e-3)
     text = render_report(Header("t", "m", "c", "s"), Results([row]), cuda=True)
     head, *rows = _table_rows(text, "## Bandwidth")
