@@ -47,6 +47,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class BCEWithLogits(torch.autograd.Function):
     """Binary cross-entropy of targets t against logits x, averaged over every
     element.
@@ -66,7 +77,10 @@ class BCEWithLogits(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, t = inputs
+        loss = output
         ctx.save_for_backward(x, t)
+        ctx.save_for_forward(x, t)
+        ctx.output_shapes = (loss.shape,)
         _t0 = _count(torch.broadcast_shapes(t.shape, x.shape), None)
         ctx.shape_facts = (_t0,)
 
@@ -87,9 +101,33 @@ class BCEWithLogits(torch.autograd.Function):
             )
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_t, t.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_t: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, t = ctx.saved_tensors
+        (loss_shape,) = ctx.output_shapes
+        tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
+        _t3 = -x
+        tangent_loss = torch.mean(
+            tangent_t * torch.nn.functional.logsigmoid(_t3)
+            - tangent_t * torch.nn.functional.logsigmoid(x)
+            - t * tangent_x * torch.sigmoid(_t3)
+            - tangent_x * (-1 + t) * torch.sigmoid(x)
+        )
+        return _expand_to(tangent_loss, loss_shape)
+
+
+class _BCEWithLogitsTraceable(BCEWithLogits):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def bce_with_logits(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of targets t against logits x, averaged over every
     element.
     """
-    return BCEWithLogits.apply(x, t)  # type: ignore[no-any-return]
+    function = (
+        _BCEWithLogitsTraceable if torch.compiler.is_compiling() else BCEWithLogits
+    )
+    return function.apply(x, t)  # type: ignore[no-any-return]

@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class ClampWithGrad(torch.autograd.Function):
     """Clamp x to [lo, hi], with gradient 1 inside the bounds and 0.1 outside."""
 
@@ -40,8 +51,11 @@ class ClampWithGrad(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, lo, hi = inputs
+        y = output
         ctx.save_for_backward(x)
         ctx.numbers = (lo, hi)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -53,7 +67,28 @@ class ClampWithGrad(torch.autograd.Function):
             grad_x = grad_y * torch.where(((lo <= x) & (x <= hi)), x.new_tensor(1), 0.1)
         return _reduce_to(grad_x, x.shape), None, None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_lo: Any, _tangent_hi: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.numbers
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        return _expand_to(
+            tangent_x * torch.where(((lo <= x) & (x <= hi)), x.new_tensor(1), 0.1),
+            y_shape,
+        )
+
+
+class _ClampWithGradTraceable(ClampWithGrad):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def clamp_with_grad(x: torch.Tensor, lo: float = -1.0, hi: float = 1.0) -> torch.Tensor:
     """Clamp x to [lo, hi], with gradient 1 inside the bounds and 0.1 outside."""
-    return ClampWithGrad.apply(x, lo, hi)  # type: ignore[no-any-return]
+    function = (
+        _ClampWithGradTraceable if torch.compiler.is_compiling() else ClampWithGrad
+    )
+    return function.apply(x, lo, hi)  # type: ignore[no-any-return]

@@ -66,6 +66,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -97,6 +108,8 @@ class CosineSimilarity(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(a, b, sum0, sum1, sum2)
         ctx.numbers = (eps,)
+        ctx.save_for_forward(a, b, sum0, sum1, sum2)
+        ctx.output_shapes = (y.shape, sum0.shape, sum1.shape, sum2.shape)
         _t0 = _reduced_shape(a.shape, (-1,), keepdim=False)
         _t1 = _reduced_shape(b.shape, (-1,), keepdim=False)
         _t2 = _reduced_shape(
@@ -166,11 +179,63 @@ class CosineSimilarity(torch.autograd.Function):
                 grad_b = _accumulate(grad_b, _t23 * a)
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_a: Any, tangent_b: Any, _tangent_eps: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        a, b, sum0, sum1, sum2 = ctx.saved_tensors
+        (eps,) = ctx.numbers
+        y_shape, sum0_shape, sum1_shape, sum2_shape = ctx.output_shapes
+        tangent_a, tangent_b = _fill_tangents(tangent_a, tangent_b)
+        _t24 = torch.sqrt(sum0)
+        _t25 = _t24 > eps
+        _t26 = _t24 < eps
+        _t27 = eps / 2
+        _t28 = torch.where(_t25, _t24, torch.where(_t26, eps, _t27 + _t24 / 2))
+        _t29 = 1 / _t28
+        _t30 = torch.sqrt(sum1)
+        _t31 = _t30 > eps
+        _t32 = _t30 < eps
+        _t33 = torch.where(_t31, _t30, torch.where(_t32, eps, _t27 + _t30 / 2))
+        _t34 = 1 / _t33
+        tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
+        tangent_sum1 = torch.sum(2 * b * tangent_b, dim=-1)
+        tangent_sum2 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
+        _t35 = tangent_sum1 / _t30
+        _t36 = tangent_sum0 / _t24
+        tangent_y = (
+            _t29 * _t34 * tangent_sum2
+            - _t29
+            * sum2
+            * torch.where(_t31, _t35 / 2, torch.where(_t32, 0, _t35 / 4))
+            / _t33**2
+            - _t34
+            * sum2
+            * torch.where(_t25, _t36 / 2, torch.where(_t26, 0, _t36 / 4))
+            / _t28**2
+        )
+        return (
+            _expand_to(tangent_y, y_shape),
+            _expand_to(tangent_sum0, sum0_shape),
+            _expand_to(tangent_sum1, sum1_shape),
+            _expand_to(tangent_sum2, sum2_shape),
+        )
+
+
+class _CosineSimilarityTraceable(CosineSimilarity):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def cosine_similarity(
     a: torch.Tensor, b: torch.Tensor, eps: float = 1e-08
 ) -> torch.Tensor:
     """Cosine similarity of a and b along the last dimension."""
+    function = (
+        _CosineSimilarityTraceable
+        if torch.compiler.is_compiling()
+        else CosineSimilarity
+    )
     # The residuals (sum0, sum1, sum2) are for the backward only.
-    y, sum0, sum1, sum2 = CosineSimilarity.apply(a, b, eps)
+    y, sum0, sum1, sum2 = function.apply(a, b, eps)
     return y

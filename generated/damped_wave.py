@@ -29,6 +29,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class DampedWave(torch.autograd.Function):
     """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) **
     n.
@@ -58,6 +69,8 @@ class DampedWave(torch.autograd.Function):
         u = output
         ctx.save_for_backward(x, t, u)
         ctx.numbers = (gamma, beta, omega, E, n)
+        ctx.save_for_forward(x, t)
+        ctx.output_shapes = (u.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_u: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -83,6 +96,40 @@ class DampedWave(torch.autograd.Function):
             None,
         )
 
+    @staticmethod
+    def jvp(
+        ctx: Any,
+        tangent_x: Any,
+        tangent_t: Any,
+        _tangent_gamma: Any,
+        _tangent_beta: Any,
+        _tangent_omega: Any,
+        _tangent_E: Any,
+        _tangent_n: Any,
+    ) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, t = ctx.saved_tensors
+        gamma, beta, omega, E, n = ctx.numbers
+        (u_shape,) = ctx.output_shapes
+        tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
+        envelope = E * torch.exp(-gamma * t)
+        phase = beta * x - omega * t
+        tangent_envelope = -envelope * gamma * tangent_t
+        tangent_phase = beta * tangent_x - omega * tangent_t
+        _t1 = torch.cos(phase)
+        tangent_u = tangent_envelope * _t1**n - envelope * tangent_phase * n * _t1 ** (
+            -1 + n
+        ) * torch.sin(
+            phase
+        )
+        return _expand_to(tangent_u, u_shape)
+
+
+class _DampedWaveTraceable(DampedWave):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def damped_wave(
     x: torch.Tensor,
@@ -96,4 +143,5 @@ def damped_wave(
     """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) **
     n.
     """
-    return DampedWave.apply(x, t, gamma, beta, omega, E, n)  # type: ignore[no-any-return]
+    function = _DampedWaveTraceable if torch.compiler.is_compiling() else DampedWave
+    return function.apply(x, t, gamma, beta, omega, E, n)  # type: ignore[no-any-return]

@@ -47,6 +47,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class GaussianNLLLoss(torch.autograd.Function):
     """Negative log-likelihood of target under N(x, var), averaged over every
     element.
@@ -65,7 +76,10 @@ class GaussianNLLLoss(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target, var = inputs
+        loss = output
         ctx.save_for_backward(x, target, var)
+        ctx.save_for_forward(x, target, var)
+        ctx.output_shapes = (loss.shape,)
         _t0 = _count(torch.broadcast_shapes(target.shape, var.shape, x.shape), None)
         ctx.shape_facts = (_t0,)
 
@@ -93,6 +107,28 @@ class GaussianNLLLoss(torch.autograd.Function):
             _reduce_to(grad_var, var.shape),
         )
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_target: Any, tangent_var: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, target, var = ctx.saved_tensors
+        (loss_shape,) = ctx.output_shapes
+        tangent_x, tangent_target, tangent_var = _fill_tangents(
+            tangent_x, tangent_target, tangent_var
+        )
+        _t5 = 0.5 / var
+        tangent_loss = torch.mean(
+            _t5 * tangent_var
+            + _t5 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
+            - 0.5 * tangent_var * (x - target) ** 2 / var**2
+        )
+        return _expand_to(tangent_loss, loss_shape)
+
+
+class _GaussianNLLLossTraceable(GaussianNLLLoss):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def gaussian_nll_loss(
     x: torch.Tensor, target: torch.Tensor, var: torch.Tensor
@@ -100,4 +136,7 @@ def gaussian_nll_loss(
     """Negative log-likelihood of target under N(x, var), averaged over every
     element.
     """
-    return GaussianNLLLoss.apply(x, target, var)  # type: ignore[no-any-return]
+    function = (
+        _GaussianNLLLossTraceable if torch.compiler.is_compiling() else GaussianNLLLoss
+    )
+    return function.apply(x, target, var)  # type: ignore[no-any-return]

@@ -29,6 +29,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class GeluTanh(torch.autograd.Function):
     """GELU activation, tanh approximation."""
 
@@ -44,7 +55,10 @@ class GeluTanh(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         (x,) = inputs
+        y = output
         ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -60,7 +74,29 @@ class GeluTanh(torch.autograd.Function):
             grad_x = grad_y * (0.5 + 0.5 * _t2 + 0.5 * _t3 * x + 0.0670725 * _t0 * _t3)
         return _reduce_to(grad_x, x.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        _t4 = math.sqrt(2 / math.pi)
+        inner = _t4 * (x + 0.044715 * x**3)
+        tangent_inner = _t4 * (tangent_x + 0.134145 * tangent_x * x**2)
+        _t5 = torch.tanh(inner)
+        tangent_y = tangent_x * (0.5 + 0.5 * _t5) + 0.5 * tangent_inner * x * (
+            1 - _t5**2
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _GeluTanhTraceable(GeluTanh):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """GELU activation, tanh approximation."""
-    return GeluTanh.apply(x)  # type: ignore[no-any-return]
+    function = _GeluTanhTraceable if torch.compiler.is_compiling() else GeluTanh
+    return function.apply(x)  # type: ignore[no-any-return]

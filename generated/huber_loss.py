@@ -50,6 +50,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class HuberLoss(torch.autograd.Function):
     """Huber loss with threshold delta, averaged over every element."""
 
@@ -70,8 +81,11 @@ class HuberLoss(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target, delta = inputs
+        loss = output
         ctx.save_for_backward(x, target)
         ctx.numbers = (delta,)
+        ctx.save_for_forward(x, target)
+        ctx.output_shapes = (loss.shape,)
         _t1 = _count(torch.broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t1,)
 
@@ -96,9 +110,32 @@ class HuberLoss(torch.autograd.Function):
             grad_target = -_t4
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_target, target.shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_target: Any, _tangent_delta: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, target = ctx.saved_tensors
+        (delta,) = ctx.numbers
+        (loss_shape,) = ctx.output_shapes
+        tangent_x, tangent_target = _fill_tangents(tangent_x, tangent_target)
+        d = x - target
+        _t0 = torch.abs(d)
+        tangent_d = tangent_x - tangent_target
+        tangent__t0 = tangent_d * torch.sign(d)
+        tangent_loss = torch.mean(
+            torch.where((_t0 < delta), 1.0 * d * tangent_d, tangent__t0 * delta)
+        )
+        return _expand_to(tangent_loss, loss_shape)
+
+
+class _HuberLossTraceable(HuberLoss):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def huber_loss(
     x: torch.Tensor, target: torch.Tensor, delta: float = 1.0
 ) -> torch.Tensor:
     """Huber loss with threshold delta, averaged over every element."""
-    return HuberLoss.apply(x, target, delta)  # type: ignore[no-any-return]
+    function = _HuberLossTraceable if torch.compiler.is_compiling() else HuberLoss
+    return function.apply(x, target, delta)  # type: ignore[no-any-return]

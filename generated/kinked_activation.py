@@ -35,6 +35,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class KinkedActivation(torch.autograd.Function):
     """A leaky, clipped activation built from relu, min, max and clamp."""
 
@@ -56,8 +67,11 @@ class KinkedActivation(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, floor_, slope, cap = inputs
+        y = output
         ctx.save_for_backward(x, floor_)
         ctx.numbers = (slope, cap)
+        ctx.save_for_forward(x, floor_)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -94,9 +108,55 @@ class KinkedActivation(torch.autograd.Function):
             None,
         )
 
+    @staticmethod
+    def jvp(
+        ctx: Any,
+        tangent_x: Any,
+        tangent_floor_: Any,
+        _tangent_slope: Any,
+        _tangent_cap: Any,
+    ) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, floor_ = ctx.saved_tensors
+        slope, cap = ctx.numbers
+        (y_shape,) = ctx.output_shapes
+        tangent_x, tangent_floor_ = _fill_tangents(tangent_x, tangent_floor_)
+        _t9 = tangent_x / 2
+        _t10 = x < 0
+        _t11 = x > 0
+        _t12 = slope * torch.where(_t10, x, torch.where(_t11, 0, x / 2)) + torch.where(
+            _t11, x, 0
+        )
+        tangent_y = torch.where(
+            (x > floor_),
+            tangent_x,
+            torch.where((x < floor_), tangent_floor_, _t9 + tangent_floor_ / 2),
+        ) + torch.where(
+            (_t12 < -1),
+            0,
+            torch.where(
+                (_t12 > cap),
+                0,
+                slope * torch.where(_t10, tangent_x, torch.where(_t11, 0, _t9))
+                + torch.where(_t11, tangent_x, 0),
+            ),
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _KinkedActivationTraceable(KinkedActivation):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def kinked_activation(
     x: torch.Tensor, floor_: torch.Tensor, slope: float = 0.1, cap: float = 2.0
 ) -> torch.Tensor:
     """A leaky, clipped activation built from relu, min, max and clamp."""
-    return KinkedActivation.apply(x, floor_, slope, cap)  # type: ignore[no-any-return]
+    function = (
+        _KinkedActivationTraceable
+        if torch.compiler.is_compiling()
+        else KinkedActivation
+    )
+    return function.apply(x, floor_, slope, cap)  # type: ignore[no-any-return]

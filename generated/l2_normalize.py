@@ -54,6 +54,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -79,6 +90,8 @@ class L2Normalize(torch.autograd.Function):
         unit, norm = output
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, norm)
+        ctx.save_for_forward(x, norm)
+        ctx.output_shapes = (unit.shape, norm.shape)
         _t0 = _reduced_shape(x.shape, (-1,), keepdim=True)
         ctx.shape_facts = (_t0,)
 
@@ -105,7 +118,26 @@ class L2Normalize(torch.autograd.Function):
                 grad_x = _accumulate(grad_x, _t2 * _sum_to(_t1 * grad_norm / 2, _t0))
         return _reduce_to(grad_x, x.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, norm = ctx.saved_tensors
+        unit_shape, norm_shape = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        _t3 = 1 / norm
+        tangent_sum0 = torch.sum(2 * tangent_x * x, dim=-1, keepdim=True)
+        tangent_n = _t3 * tangent_sum0 / 2
+        tangent_unit = _t3 * tangent_x - tangent_n * x / norm**2
+        return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
+
+
+class _L2NormalizeTraceable(L2Normalize):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def l2_normalize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Split x into its direction and its Euclidean norm along the last dimension."""
-    return L2Normalize.apply(x)  # type: ignore[no-any-return]
+    function = _L2NormalizeTraceable if torch.compiler.is_compiling() else L2Normalize
+    return function.apply(x)  # type: ignore[no-any-return]

@@ -64,6 +64,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -92,6 +103,8 @@ class LayerNorm(torch.autograd.Function):
         y, mu, rstd = output
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, y, mu, rstd)
+        ctx.save_for_forward(x, mu, rstd)
+        ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         ctx.shape_facts = (_t0, _t1)
@@ -124,9 +137,34 @@ class LayerNorm(torch.autograd.Function):
                 grad_x = _accumulate(grad_x, _t5 + _t2 * _sum_to(-_t5, _t1))
         return _reduce_to(grad_x, x.shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_eps: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, mu, rstd = ctx.saved_tensors
+        y_shape, mu_shape, rstd_shape = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        xc = x - mu
+        tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
+        tangent_xc = tangent_x - tangent_mu
+        tangent_mean1 = torch.mean(2 * tangent_xc * xc, dim=-1, keepdim=True)
+        tangent_rstd = -tangent_mean1 * rstd**3 / 2
+        tangent_y = rstd * tangent_xc + tangent_rstd * xc
+        return (
+            _expand_to(tangent_y, y_shape),
+            _expand_to(tangent_mu, mu_shape),
+            _expand_to(tangent_rstd, rstd_shape),
+        )
+
+
+class _LayerNormTraceable(LayerNorm):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def layer_norm(x: torch.Tensor, eps: float = 1e-05) -> torch.Tensor:
     """Layer normalisation over the last dimension, without weight and bias."""
+    function = _LayerNormTraceable if torch.compiler.is_compiling() else LayerNorm
     # The residuals (mu, rstd) are for the backward only.
-    y, mu, rstd = LayerNorm.apply(x, eps)
+    y, mu, rstd = function.apply(x, eps)
     return y

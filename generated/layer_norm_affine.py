@@ -66,6 +66,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -97,6 +108,8 @@ class LayerNormAffine(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, w, mu, rstd)
         ctx.input_shapes = (b.shape,)
+        ctx.save_for_forward(x, w, mu, rstd)
+        ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         ctx.shape_facts = (_t0, _t1)
@@ -143,6 +156,39 @@ class LayerNormAffine(torch.autograd.Function):
             None,
         )
 
+    @staticmethod
+    def jvp(
+        ctx: Any, tangent_x: Any, tangent_w: Any, tangent_b: Any, _tangent_eps: Any
+    ) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, w, mu, rstd = ctx.saved_tensors
+        y_shape, mu_shape, rstd_shape = ctx.output_shapes
+        tangent_x, tangent_w, tangent_b = _fill_tangents(
+            tangent_x, tangent_w, tangent_b
+        )
+        xc = x - mu
+        tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
+        tangent_xc = tangent_x - tangent_mu
+        tangent_mean1 = torch.mean(2 * tangent_xc * xc, dim=-1, keepdim=True)
+        tangent_rstd = -tangent_mean1 * rstd**3 / 2
+        tangent_y = (
+            tangent_b
+            + rstd * tangent_w * xc
+            + rstd * tangent_xc * w
+            + tangent_rstd * w * xc
+        )
+        return (
+            _expand_to(tangent_y, y_shape),
+            _expand_to(tangent_mu, mu_shape),
+            _expand_to(tangent_rstd, rstd_shape),
+        )
+
+
+class _LayerNormAffineTraceable(LayerNormAffine):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def layer_norm_affine(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-05
@@ -150,6 +196,9 @@ def layer_norm_affine(
     """Layer normalisation over the last dimension, then a per-feature weight and
     bias.
     """
+    function = (
+        _LayerNormAffineTraceable if torch.compiler.is_compiling() else LayerNormAffine
+    )
     # The residuals (mu, rstd) are for the backward only.
-    y, mu, rstd = LayerNormAffine.apply(x, w, b, eps)
+    y, mu, rstd = function.apply(x, w, b, eps)
     return y

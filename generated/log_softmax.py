@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class LogSoftmax(torch.autograd.Function):
     """Log-softmax over the last dimension."""
 
@@ -43,6 +54,8 @@ class LogSoftmax(torch.autograd.Function):
         y = output
         ctx.save_for_backward(y)
         ctx.input_shapes = (x.shape,)
+        ctx.save_for_forward(y)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -54,7 +67,25 @@ class LogSoftmax(torch.autograd.Function):
             grad_x = grad_y - torch.sum(grad_y, dim=-1, keepdim=True) * torch.exp(y)
         return _reduce_to(grad_x, x_shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (y,) = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        tangent_y = tangent_x - torch.sum(
+            tangent_x * torch.exp(y), dim=-1, keepdim=True
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _LogSoftmaxTraceable(LogSoftmax):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def log_softmax(x: torch.Tensor) -> torch.Tensor:
     """Log-softmax over the last dimension."""
-    return LogSoftmax.apply(x)  # type: ignore[no-any-return]
+    function = _LogSoftmaxTraceable if torch.compiler.is_compiling() else LogSoftmax
+    return function.apply(x)  # type: ignore[no-any-return]

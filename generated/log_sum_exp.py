@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class LogSumExp(torch.autograd.Function):
     """log(sum(exp(x))) over the last dimension, without overflow."""
 
@@ -42,6 +53,8 @@ class LogSumExp(torch.autograd.Function):
         (x,) = inputs
         y = output
         ctx.save_for_backward(x, y)
+        ctx.save_for_forward(x, y)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -52,7 +65,23 @@ class LogSumExp(torch.autograd.Function):
             grad_x = grad_y.unsqueeze(-1) * torch.exp(x - y.unsqueeze(-1))
         return _reduce_to(grad_x, x.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, y = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        tangent_y = torch.sum(tangent_x * torch.exp(x - y.unsqueeze(-1)), dim=-1)
+        return _expand_to(tangent_y, y_shape)
+
+
+class _LogSumExpTraceable(LogSumExp):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def log_sum_exp(x: torch.Tensor) -> torch.Tensor:
     """log(sum(exp(x))) over the last dimension, without overflow."""
-    return LogSumExp.apply(x)  # type: ignore[no-any-return]
+    function = _LogSumExpTraceable if torch.compiler.is_compiling() else LogSumExp
+    return function.apply(x)  # type: ignore[no-any-return]

@@ -29,6 +29,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -54,6 +65,8 @@ class LogisticMoments(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(expected)
         ctx.input_shapes = (z.shape,)
+        ctx.save_for_forward(expected)
+        ctx.output_shapes = (expected.shape, variance.shape)
 
     @staticmethod
     def backward(
@@ -73,7 +86,29 @@ class LogisticMoments(torch.autograd.Function):
                 grad_z = _accumulate(grad_z, _t0 * grad_variance * (1 - 2 * expected))
         return _reduce_to(grad_z, z_shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_z: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (expected,) = ctx.saved_tensors
+        expected_shape, variance_shape = ctx.output_shapes
+        (tangent_z,) = _fill_tangents(tangent_z)
+        _t1 = 1 - expected
+        tangent_p = _t1 * expected * tangent_z
+        tangent_variance = _t1 * tangent_p - expected * tangent_p
+        return _expand_to(tangent_p, expected_shape), _expand_to(
+            tangent_variance, variance_shape
+        )
+
+
+class _LogisticMomentsTraceable(LogisticMoments):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def logistic_moments(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and variance of a Bernoulli variable with logit z."""
-    return LogisticMoments.apply(z)  # type: ignore[no-any-return]
+    function = (
+        _LogisticMomentsTraceable if torch.compiler.is_compiling() else LogisticMoments
+    )
+    return function.apply(z)  # type: ignore[no-any-return]

@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class MaskedBlend(torch.autograd.Function):
     """Blend x with tanh(x) under a fixed mask m."""
 
@@ -42,8 +53,11 @@ class MaskedBlend(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, m, strength = inputs
+        y = output
         ctx.save_for_backward(x, m)
         ctx.numbers = (strength,)
+        ctx.save_for_forward(x, m)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -55,9 +69,28 @@ class MaskedBlend(torch.autograd.Function):
             grad_x = grad_y * (m + strength * (1 - m) * (1 - torch.tanh(x) ** 2))
         return _reduce_to(grad_x, x.shape), None, None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_m: Any, _tangent_strength: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, m = ctx.saved_tensors
+        (strength,) = ctx.numbers
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        tangent_y = m * tangent_x + strength * tangent_x * (1 - m) * (
+            1 - torch.tanh(x) ** 2
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _MaskedBlendTraceable(MaskedBlend):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def masked_blend(
     x: torch.Tensor, m: torch.Tensor, strength: float = 0.5
 ) -> torch.Tensor:
     """Blend x with tanh(x) under a fixed mask m."""
-    return MaskedBlend.apply(x, m, strength)  # type: ignore[no-any-return]
+    function = _MaskedBlendTraceable if torch.compiler.is_compiling() else MaskedBlend
+    return function.apply(x, m, strength)  # type: ignore[no-any-return]

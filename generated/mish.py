@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class Mish(torch.autograd.Function):
     """Mish activation x * tanh(softplus(x))."""
 
@@ -40,7 +51,10 @@ class Mish(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         (x,) = inputs
+        y = output
         ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -52,7 +66,24 @@ class Mish(torch.autograd.Function):
             grad_x = grad_y * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
         return _reduce_to(grad_x, x.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        _t1 = torch.tanh(torch.nn.functional.softplus(x))
+        tangent_y = _t1 * tangent_x + tangent_x * x * (1 - _t1**2) * torch.sigmoid(x)
+        return _expand_to(tangent_y, y_shape)
+
+
+class _MishTraceable(Mish):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def mish(x: torch.Tensor) -> torch.Tensor:
     """Mish activation x * tanh(softplus(x))."""
-    return Mish.apply(x)  # type: ignore[no-any-return]
+    function = _MishTraceable if torch.compiler.is_compiling() else Mish
+    return function.apply(x)  # type: ignore[no-any-return]

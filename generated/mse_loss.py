@@ -45,6 +45,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class MSELoss(torch.autograd.Function):
     """Mean squared error."""
 
@@ -59,7 +70,10 @@ class MSELoss(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target = inputs
+        loss = output
         ctx.save_for_backward(x, target)
+        ctx.save_for_forward(x, target)
+        ctx.output_shapes = (loss.shape,)
         _t0 = _count(torch.broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t0,)
 
@@ -77,7 +91,23 @@ class MSELoss(torch.autograd.Function):
             grad_target = -_t1
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_target, target.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_target: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, target = ctx.saved_tensors
+        (loss_shape,) = ctx.output_shapes
+        tangent_x, tangent_target = _fill_tangents(tangent_x, tangent_target)
+        tangent_loss = torch.mean((tangent_x - tangent_target) * (-2 * target + 2 * x))
+        return _expand_to(tangent_loss, loss_shape)
+
+
+class _MSELossTraceable(MSELoss):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def mse_loss(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean squared error."""
-    return MSELoss.apply(x, target)  # type: ignore[no-any-return]
+    function = _MSELossTraceable if torch.compiler.is_compiling() else MSELoss
+    return function.apply(x, target)  # type: ignore[no-any-return]

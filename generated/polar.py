@@ -31,6 +31,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -55,6 +66,8 @@ class Polar(torch.autograd.Function):
         radius, angle = output
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, y, radius)
+        ctx.save_for_forward(x, y, radius)
+        ctx.output_shapes = (radius.shape, angle.shape)
 
     @staticmethod
     def backward(
@@ -80,7 +93,28 @@ class Polar(torch.autograd.Function):
                 grad_y = _accumulate(grad_y, _t2 / x)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_y, y.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_y: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, y, radius = ctx.saved_tensors
+        radius_shape, angle_shape = ctx.output_shapes
+        tangent_x, tangent_y = _fill_tangents(tangent_x, tangent_y)
+        _t3 = 1 / x**2
+        tangent_r2 = 2 * tangent_x * x + 2 * tangent_y * y
+        tangent_radius = tangent_r2 / (2 * radius)
+        tangent_angle = (tangent_y / x - _t3 * tangent_x * y) / (1 + _t3 * y**2)
+        return _expand_to(tangent_radius, radius_shape), _expand_to(
+            tangent_angle, angle_shape
+        )
+
+
+class _PolarTraceable(Polar):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def polar(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Convert Cartesian coordinates (x > 0) to polar ones."""
-    return Polar.apply(x, y)  # type: ignore[no-any-return]
+    function = _PolarTraceable if torch.compiler.is_compiling() else Polar
+    return function.apply(x, y)  # type: ignore[no-any-return]

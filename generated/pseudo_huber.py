@@ -29,6 +29,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class PseudoHuber(torch.autograd.Function):
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
 
@@ -46,7 +57,10 @@ class PseudoHuber(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         prediction, target, delta = inputs
+        loss = output
         ctx.save_for_backward(prediction, target, delta)
+        ctx.save_for_forward(prediction, target, delta)
+        ctx.output_shapes = (loss.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -68,9 +82,37 @@ class PseudoHuber(torch.autograd.Function):
             _reduce_to(grad_delta, delta.shape),
         )
 
+    @staticmethod
+    def jvp(
+        ctx: Any, tangent_prediction: Any, _tangent_target: Any, tangent_delta: Any
+    ) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        prediction, target, delta = ctx.saved_tensors
+        (loss_shape,) = ctx.output_shapes
+        tangent_prediction, tangent_delta = _fill_tangents(
+            tangent_prediction, tangent_delta
+        )
+        _t3 = 1 / delta
+        _t4 = prediction - target
+        _t5 = delta**2
+        r = _t3 * _t4
+        tangent_r = _t3 * tangent_prediction - _t4 * tangent_delta / _t5
+        _t6 = torch.sqrt(1 + r**2)
+        tangent_loss = (
+            2 * tangent_delta * delta * (-1 + _t6) + _t5 * r * tangent_r / _t6
+        )
+        return _expand_to(tangent_loss, loss_shape)
+
+
+class _PseudoHuberTraceable(PseudoHuber):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def pseudo_huber(
     prediction: torch.Tensor, target: torch.Tensor, delta: torch.Tensor
 ) -> torch.Tensor:
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
-    return PseudoHuber.apply(prediction, target, delta)  # type: ignore[no-any-return]
+    function = _PseudoHuberTraceable if torch.compiler.is_compiling() else PseudoHuber
+    return function.apply(prediction, target, delta)  # type: ignore[no-any-return]

@@ -27,6 +27,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -54,6 +65,8 @@ class Quantize(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.mark_non_differentiable(index)
         ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (value.shape, index.shape)
 
     @staticmethod
     def backward(
@@ -71,7 +84,28 @@ class Quantize(torch.autograd.Function):
                 )
         return _reduce_to(grad_x, x.shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_step: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        value_shape, index_shape = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        return (
+            _expand_to(
+                tangent_x * torch.where(((-4 <= x) & (x <= 4)), x.new_tensor(1), 0),
+                value_shape,
+            ),
+            None,
+        )
+
+
+class _QuantizeTraceable(Quantize):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def quantize(x: torch.Tensor, step: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantise x to levels of size step; return the value and the bucket index."""
-    return Quantize.apply(x, step)  # type: ignore[no-any-return]
+    function = _QuantizeTraceable if torch.compiler.is_compiling() else Quantize
+    return function.apply(x, step)  # type: ignore[no-any-return]

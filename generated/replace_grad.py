@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class ReplaceGrad(torch.autograd.Function):
     """Return forward_value; pass the gradient to backward_value instead."""
 
@@ -42,7 +53,9 @@ class ReplaceGrad(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         forward_value, backward_value = inputs
+        y = output
         ctx.input_shapes = (backward_value.shape,)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -53,9 +66,25 @@ class ReplaceGrad(torch.autograd.Function):
             grad_backward_value = grad_y
         return None, _reduce_to(grad_backward_value, backward_value_shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_forward_value: Any, tangent_backward_value: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (y_shape,) = ctx.output_shapes
+        tangent_forward_value, tangent_backward_value = _fill_tangents(
+            tangent_forward_value, tangent_backward_value
+        )
+        return _expand_to(tangent_backward_value, y_shape)
+
+
+class _ReplaceGradTraceable(ReplaceGrad):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def replace_grad(
     forward_value: torch.Tensor, backward_value: torch.Tensor
 ) -> torch.Tensor:
     """Return forward_value; pass the gradient to backward_value instead."""
-    return ReplaceGrad.apply(forward_value, backward_value)  # type: ignore[no-any-return]
+    function = _ReplaceGradTraceable if torch.compiler.is_compiling() else ReplaceGrad
+    return function.apply(forward_value, backward_value)  # type: ignore[no-any-return]

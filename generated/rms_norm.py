@@ -61,6 +61,17 @@ def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
     return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -87,6 +98,8 @@ class RMSNorm(torch.autograd.Function):
         y, r = output
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, w, y, r)
+        ctx.save_for_forward(x, w, r)
+        ctx.output_shapes = (y.shape, r.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         ctx.shape_facts = (_t0, _t1)
@@ -115,9 +128,27 @@ class RMSNorm(torch.autograd.Function):
                 grad_x = _accumulate(grad_x, _t2 * _sum_to(-grad_r * r**3 / 2, _t1))
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_w, w.shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_w: Any, _tangent_eps: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, w, r = ctx.saved_tensors
+        y_shape, r_shape = ctx.output_shapes
+        tangent_x, tangent_w = _fill_tangents(tangent_x, tangent_w)
+        tangent_mean0 = torch.mean(2 * tangent_x * x, dim=-1, keepdim=True)
+        tangent_r = -tangent_mean0 * r**3 / 2
+        tangent_y = r * tangent_w * x + r * tangent_x * w + tangent_r * w * x
+        return _expand_to(tangent_y, y_shape), _expand_to(tangent_r, r_shape)
+
+
+class _RMSNormTraceable(RMSNorm):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-06) -> torch.Tensor:
     """Root-mean-square normalisation over the last dimension, with a weight."""
+    function = _RMSNormTraceable if torch.compiler.is_compiling() else RMSNorm
     # The residuals (r) are for the backward only.
-    y, r = RMSNorm.apply(x, w, eps)
+    y, r = function.apply(x, w, eps)
     return y

@@ -28,6 +28,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class SafeSinc(torch.autograd.Function):
     """sin(x) / x with its limit 1 at x = 0, plus sqrt(x) where x > 0."""
 
@@ -44,7 +55,10 @@ class SafeSinc(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         (x,) = inputs
+        y = output
         ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -69,7 +83,33 @@ class SafeSinc(torch.autograd.Function):
             )
         return _reduce_to(grad_x, x.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        _t4 = x != 0
+        _t5 = torch.where(_t4, x, 1)
+        _t6 = torch.where(_t4, tangent_x, 0)
+        _t7 = x > 0
+        tangent_y = torch.where(
+            _t4, _t6 * torch.cos(_t5) / _t5 - _t6 * torch.sin(_t5) / _t5**2, 0
+        ) + torch.where(
+            _t7,
+            torch.where(_t7, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t7, x, 1))),
+            0,
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _SafeSincTraceable(SafeSinc):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def safe_sinc(x: torch.Tensor) -> torch.Tensor:
     """sin(x) / x with its limit 1 at x = 0, plus sqrt(x) where x > 0."""
-    return SafeSinc.apply(x)  # type: ignore[no-any-return]
+    function = _SafeSincTraceable if torch.compiler.is_compiling() else SafeSinc
+    return function.apply(x)  # type: ignore[no-any-return]

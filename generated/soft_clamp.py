@@ -27,6 +27,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class SoftClamp(torch.autograd.Function):
     """Squash x smoothly into the interval (lo, hi)."""
 
@@ -42,8 +53,11 @@ class SoftClamp(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, lo, hi = inputs
+        y = output
         ctx.save_for_backward(x)
         ctx.numbers = (lo, hi)
+        ctx.save_for_forward(x)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -56,7 +70,26 @@ class SoftClamp(torch.autograd.Function):
             grad_x = grad_y * s * (1 - s) * (hi - lo)
         return _reduce_to(grad_x, x.shape), None, None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_lo: Any, _tangent_hi: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.numbers
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        s = torch.sigmoid(x)
+        tangent_s = s * tangent_x * (1 - s)
+        tangent_y = tangent_s * (hi - lo)
+        return _expand_to(tangent_y, y_shape)
+
+
+class _SoftClampTraceable(SoftClamp):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def soft_clamp(x: torch.Tensor, lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
     """Squash x smoothly into the interval (lo, hi)."""
-    return SoftClamp.apply(x, lo, hi)  # type: ignore[no-any-return]
+    function = _SoftClampTraceable if torch.compiler.is_compiling() else SoftClamp
+    return function.apply(x, lo, hi)  # type: ignore[no-any-return]

@@ -33,6 +33,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class SpecialMix(torch.autograd.Function):
     """A mix of special functions (lgamma, digamma, erfinv, xlogy, logit, atan2,
     hypot).
@@ -55,7 +66,10 @@ class SpecialMix(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, p, z = inputs
+        y = output
         ctx.save_for_backward(a, p, z)
+        ctx.save_for_forward(a, p, z)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -102,9 +116,46 @@ class SpecialMix(torch.autograd.Function):
             _reduce_to(grad_z, z.shape),
         )
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_a: Any, tangent_p: Any, tangent_z: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        a, p, z = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        tangent_a, tangent_p, tangent_z = _fill_tangents(
+            tangent_a, tangent_p, tangent_z
+        )
+        _t10 = torch.special.digamma(a)
+        _t11 = torch.sign(a)
+        _t12 = torch.special.erfinv(0.5 * z)
+        _t13 = 1 / (a**2 + z**2)
+        _t14 = torch.special.logit(p)
+        _t15 = torch.atan2(z, a)
+        r = torch.hypot(z, a)
+        _t16 = 1 / r
+        tangent_r = _t16 * a * tangent_a + _t16 * tangent_z * z
+        tangent_y = (
+            _t10 * tangent_a
+            + tangent_p
+            * torch.special.xlogy(torch.sign(_t11 + torch.abs(_t11) + torch.abs(p)), a)
+            + _t16 * _t14 * (_t13 * a * tangent_z - _t13 * tangent_a * z)
+            + _t12 * tangent_a * torch.special.polygamma(1, a)
+            + p * tangent_a / a
+            - _t14 * _t15 * tangent_r / r**2
+            + 0.25 * _t10 * tangent_z * math.sqrt(math.pi) * torch.exp(_t12**2)
+            + _t16 * _t15 * tangent_p / (p * (1 - p))
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _SpecialMixTraceable(SpecialMix):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def special_mix(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """A mix of special functions (lgamma, digamma, erfinv, xlogy, logit, atan2,
     hypot).
     """
-    return SpecialMix.apply(a, p, z)  # type: ignore[no-any-return]
+    function = _SpecialMixTraceable if torch.compiler.is_compiling() else SpecialMix
+    return function.apply(a, p, z)  # type: ignore[no-any-return]

@@ -26,6 +26,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class StraightThroughRound(torch.autograd.Function):
     """Round x to a grid of the given step, with a straight-through gradient."""
 
@@ -40,7 +51,9 @@ class StraightThroughRound(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, step = inputs
+        y = output
         ctx.input_shapes = (x.shape,)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -51,7 +64,25 @@ class StraightThroughRound(torch.autograd.Function):
             grad_x = grad_y
         return _reduce_to(grad_x, x_shape), None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, _tangent_step: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        (y_shape,) = ctx.output_shapes
+        (tangent_x,) = _fill_tangents(tangent_x)
+        return _expand_to(tangent_x, y_shape)
+
+
+class _StraightThroughRoundTraceable(StraightThroughRound):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def straight_through_round(x: torch.Tensor, step: float = 0.25) -> torch.Tensor:
     """Round x to a grid of the given step, with a straight-through gradient."""
-    return StraightThroughRound.apply(x, step)  # type: ignore[no-any-return]
+    function = (
+        _StraightThroughRoundTraceable
+        if torch.compiler.is_compiling()
+        else StraightThroughRound
+    )
+    return function.apply(x, step)  # type: ignore[no-any-return]

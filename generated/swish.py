@@ -27,6 +27,17 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A tangent in the shape of its output (an input tangent may broadcast to it)."""
+    return tangent if tangent.shape == shape else tangent.expand(shape)
+
+
+def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+    given = next(t for t in tangents if t is not None)
+    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+
+
 class Swish(torch.autograd.Function):
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
 
@@ -43,6 +54,8 @@ class Swish(torch.autograd.Function):
         x, beta = inputs
         y = output
         ctx.save_for_backward(x, beta, y)
+        ctx.save_for_forward(x, beta, y)
+        ctx.output_shapes = (y.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -58,7 +71,26 @@ class Swish(torch.autograd.Function):
             grad_beta = _t1 * grad_y * x
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_beta, beta.shape)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Any, tangent_beta: Any) -> Any:
+        """The directional derivative of the outputs along the inputs' tangents."""
+        x, beta, y = ctx.saved_tensors
+        (y_shape,) = ctx.output_shapes
+        tangent_x, tangent_beta = _fill_tangents(tangent_x, tangent_beta)
+        _t2 = torch.sigmoid(beta * x)
+        tangent_y = _t2 * tangent_x + y * (1 - _t2) * (
+            beta * tangent_x + tangent_beta * x
+        )
+        return _expand_to(tangent_y, y_shape)
+
+
+class _SwishTraceable(Swish):
+    """The same Function without its jvp, which torch.compile cannot trace yet."""
+
+    jvp = torch.autograd.Function.jvp  # type: ignore[assignment]
+
 
 def swish(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
-    return Swish.apply(x, beta)  # type: ignore[no-any-return]
+    function = _SwishTraceable if torch.compiler.is_compiling() else Swish
+    return function.apply(x, beta)  # type: ignore[no-any-return]

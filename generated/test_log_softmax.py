@@ -78,9 +78,15 @@ def _cotangents(outputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
     ]
 
 
+# Forward AD loads decompositions with torch.jit.script, which warns in torch 2.11+.
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device: str) -> None:
-    assert torch.autograd.gradcheck(LogSoftmax.apply, make_inputs(device=device))
+    assert torch.autograd.gradcheck(
+        LogSoftmax.apply, make_inputs(device=device), check_forward_ad=True
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -112,6 +118,43 @@ def test_matches_autograd(device: str) -> None:
     expected_grads = _vjp(_differentiable_outputs(expected), wrt, cotangents)
     for grad, want in zip(actual_grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, want)
+
+
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_jvp_matches_autograd(device: str) -> None:
+    """Forward-mode AD (torch.func.jvp) against the plain formula's."""
+    inputs = tuple(
+        v.detach() if isinstance(v, torch.Tensor) else v
+        for v in make_inputs(device=device)
+    )
+    wrt = [
+        n
+        for n, value in enumerate(make_inputs())
+        if isinstance(value, torch.Tensor) and value.requires_grad
+    ]
+    generator = torch.Generator().manual_seed(2)
+    tangents = tuple(
+        torch.randn(inputs[n].shape, generator=generator, dtype=torch.float64).to(
+            device
+        )
+        for n in wrt
+    )
+
+    def along(function: Any) -> tuple[Any, Any]:
+        def restricted(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            full = list(inputs)
+            for n, arg in zip(wrt, args, strict=True):
+                full[n] = arg
+            return _differentiable_outputs(_as_tuple(function(*full)))
+
+        return torch.func.jvp(restricted, tuple(inputs[n] for n in wrt), tangents)
+
+    (values, actual), (want_values, expected) = along(log_softmax), along(reference)
+    for value, want in zip(values + actual, want_values + expected, strict=True):
+        torch.testing.assert_close(value, want)
 
 
 @pytest.mark.parametrize("device", DEVICES)

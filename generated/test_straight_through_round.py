@@ -114,6 +114,45 @@ def test_matches_autograd(device: str) -> None:
         torch.testing.assert_close(grad, want)
 
 
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_jvp_matches_autograd(device: str) -> None:
+    """Forward-mode AD (torch.func.jvp) against the plain formula's."""
+    inputs = tuple(
+        v.detach() if isinstance(v, torch.Tensor) else v
+        for v in make_inputs(device=device)
+    )
+    wrt = [
+        n
+        for n, value in enumerate(make_inputs())
+        if isinstance(value, torch.Tensor) and value.requires_grad
+    ]
+    generator = torch.Generator().manual_seed(2)
+    tangents = tuple(
+        torch.randn(inputs[n].shape, generator=generator, dtype=torch.float64).to(
+            device
+        )
+        for n in wrt
+    )
+
+    def along(function: Any) -> tuple[Any, Any]:
+        def restricted(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            full = list(inputs)
+            for n, arg in zip(wrt, args, strict=True):
+                full[n] = arg
+            return _differentiable_outputs(_as_tuple(function(*full)))
+
+        return torch.func.jvp(restricted, tuple(inputs[n] for n in wrt), tangents)
+
+    (values, actual), (want_values, expected) = along(straight_through_round), along(
+        reference
+    )
+    for value, want in zip(values + actual, want_values + expected, strict=True):
+        torch.testing.assert_close(value, want)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", list(LOW_PRECISION))
 def test_low_precision(device: str, dtype: torch.dtype) -> None:

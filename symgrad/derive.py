@@ -15,15 +15,16 @@ instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
 
-from symgrad import functions, piecewise, reductions, stable
+from symgrad import forward_mode, piecewise, reductions, rules, stable
 from symgrad.derived import Assignment, Derived, Namer, closure, cse
 from symgrad.model import Output, Spec
-from symgrad.plan import BackwardPlan, OutputGradients, plan_backward
+from symgrad.plan import BackwardPlan, ForwardPlan, OutputGradients, plan_backward, plan_jvp
 
 
 def derive(spec: Spec) -> Derived:
@@ -76,16 +77,22 @@ def derive(spec: Spec) -> Derived:
     parts, shape_facts = _name_shape_facts(parts, forward, spec, namer)
     recomputed = [a for a in intermediates if a.target not in residuals]
     plan = plan_backward(spec, recomputed, parts, namer)
+    function_outputs = [*spec.outputs, *(part.output for part in residuals.values())]
+    reuse = functools.partial(_reuse_forward_values, values=known_values)
+    tangents = forward_mode.derive_tangents(spec, forward, function_outputs, guard, reuse, namer)
+    jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
+    numbers = {*plan.saved_numbers, *jvp.saved_numbers}
     return Derived(
         spec=spec,
         forward=forward,
         saved_tensors=plan.saved_tensors,
-        saved_numbers=plan.saved_numbers,
+        saved_numbers=tuple(i for i in spec.inputs if i in numbers),
         saved_shapes=plan.saved_shapes,
         prelude=plan.prelude,
         backward=plan.outputs,
         partials=partials,
-        tensor_symbols=frozenset(_tensor_symbols(spec, forward, plan)),
+        tensor_symbols=frozenset(_tensor_symbols(spec, forward, plan, jvp)),
+        jvp=jvp,
         names=frozenset(namer.taken),
         temporaries=frozenset(namer.made),
         residuals=tuple(part.output for part in residuals.values()),
@@ -495,7 +502,7 @@ class _ReverseSweep:
         indices = [i for i, arg in enumerate(node.args) if arg in order]
         if isinstance(node, sympy.Mul) and len(indices) > _DIRECT_PRODUCT_FACTORS:
             return self.product_partials(node.args, indices)
-        return [(i, _local_partial(node, i)) for i in indices]
+        return [(i, rules.local_partial(node, i)) for i in indices]
 
     def product_partials(
         self, factors: tuple[sympy.Basic, ...], indices: list[int]
@@ -530,28 +537,13 @@ def _active_nodes(expr: sympy.Expr, active: set[sympy.Symbol]) -> dict[sympy.Bas
     return order
 
 
-def _local_partial(node: sympy.Basic, index: int) -> sympy.Expr:
-    """d node / d node.args[index], holding the other arguments fixed."""
-    if isinstance(node, sympy.Add):
-        return sympy.Integer(1)
-    if isinstance(node, sympy.Mul):
-        return sympy.Mul(*node.args[:index], *node.args[index + 1 :])
-    if isinstance(node, sympy.Pow):
-        base, exponent = node.args
-        if index == 0:
-            return exponent * base ** (exponent - 1)
-        return node * functions.call("log", base)
-    if isinstance(node, functions.ElementwiseFunction):
-        return node.fdiff(index + 1)
-    raise TypeError(f"symgrad has no derivative rule for {type(node).__name__}: {node}")
-
-
 def _tensor_symbols(
-    spec: Spec, forward: Sequence[Assignment], plan: BackwardPlan
+    spec: Spec, forward: Sequence[Assignment], plan: BackwardPlan, jvp: ForwardPlan
 ) -> set[sympy.Basic]:
-    """Symbols holding tensors: tensor inputs, incoming gradients and values computed from them."""
+    """Symbols holding tensors: tensor inputs, gradients, tangents and values computed from them."""
     tensors: set[sympy.Basic] = {i.symbol for i in spec.tensor_inputs}
     tensors |= {part.grad for part in plan.outputs}
+    tensors |= {t for t in jvp.tangents if t is not None}
     statements: list[Assignment] = list(forward)
     for block in plan.prelude:
         statements += block.statements
@@ -560,6 +552,7 @@ def _tensor_symbols(
             statements += block.statements
         for gradient in part.gradients:
             statements += gradient.statements
+    statements += jvp.statements
     for statement in statements:
         if statement.expr.free_symbols & tensors:
             tensors.add(statement.target)

@@ -9,10 +9,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sympy
 
 from symgrad.model import Input, Output, Spec
+
+if TYPE_CHECKING:
+    from symgrad.plan import ForwardPlan
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class Derived:
     # mean divides by; `_tN = ShapeOf(reduction)`), computed from the input shapes in
     # setup_context (symgrad.reductions.ShapeFact).
     shape_facts: tuple[Assignment, ...] = ()
+    # The forward-mode derivative (the Function's jvp), scheduled like the backward.
+    jvp: ForwardPlan | None = None
 
     @property
     def outputs(self) -> tuple[Output, ...]:

@@ -34,6 +34,7 @@ from symgrad.derived import (
     closure,
     cse,
 )
+from symgrad.forward_mode import Tangents
 from symgrad.model import Input, Output, Spec
 
 
@@ -57,6 +58,53 @@ class BackwardPlan:
     saved_tensors: tuple[sympy.Symbol, ...]
     saved_numbers: tuple[Input, ...]
     saved_shapes: tuple[Input, ...]
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """The scheduled jvp: its statements, each output's tangent, and what it reads."""
+
+    # The tangent parameter of each input, in input order (None: never differentiated).
+    tangents: tuple[sympy.Symbol | None, ...]
+    statements: tuple[Assignment, ...]
+    outputs: tuple[sympy.Expr | None, ...]
+    saved_tensors: tuple[sympy.Symbol, ...]
+    saved_numbers: tuple[Input, ...]
+
+
+def plan_jvp(
+    spec: Spec,
+    intermediates: Sequence[Assignment],
+    outputs: Sequence[Output],
+    tangents: Tangents,
+    namer: Namer,
+) -> ForwardPlan:
+    """Schedule the jvp: recompute the forward values it reads, then one CSE pass."""
+    given = list(tangents.statements)
+    results = [t for t in tangents.outputs if t is not None]
+    read = _free_symbols(a.expr for a in given) | _free_symbols(results)
+    recomputed = [a for a in intermediates if a.target in closure(read, intermediates)]
+    everything = recomputed + given
+    temporaries, reduced = cse([a.expr for a in everything] + results, namer)
+    statements = topological(
+        temporaries + [Assignment(a.target, e) for a, e in zip(everything, reduced, strict=False)]
+    )
+    reduced_results = iter(reduced[len(everything) :])
+    final = tuple(None if t is None else next(reduced_results) for t in tangents.outputs)
+    # A tangent that an override replaces is not needed (symgrad.forward_mode).
+    needed = closure(_free_symbols(t for t in final if t is not None), statements)
+    statements = [s for s in statements if s.target in needed]
+    reads = _free_symbols(s.expr for s in statements) | _free_symbols(
+        t for t in final if t is not None
+    )
+    candidates = [*(i.symbol for i in spec.tensor_inputs), *(o.symbol for o in outputs)]
+    return ForwardPlan(
+        tangents=tangents.inputs,
+        statements=tuple(statements),
+        outputs=final,
+        saved_tensors=tuple(s for s in candidates if s in reads),
+        saved_numbers=tuple(i for i in spec.inputs if not i.is_tensor and i.symbol in reads),
+    )
 
 
 @dataclass
@@ -84,7 +132,7 @@ def plan_backward(
     recomputed = [a for a in intermediates if a.target in closure(read, intermediates)]
     given = recomputed + adjoints
     temporaries, reduced = cse([a.expr for a in given] + [e for _, _, e in consumers], namer)
-    statements = _topological(
+    statements = topological(
         temporaries + [Assignment(a.target, e) for a, e in zip(given, reduced, strict=False)]
     )
     gradient_exprs = reduced[len(given) :]
@@ -138,7 +186,7 @@ def _free_symbols(exprs: Iterable[sympy.Expr]) -> set[sympy.Basic]:
     return symbols
 
 
-def _topological(statements: Sequence[Assignment]) -> list[Assignment]:
+def topological(statements: Sequence[Assignment]) -> list[Assignment]:
     """Order statements so each comes after those it reads, otherwise keeping their order."""
     targets = {s.target for s in statements}
     done: set[sympy.Basic] = set()

@@ -184,6 +184,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
             _output_backward(p, printer, names, len(derived.outputs) > 1) for p in derived.backward
         ],
         "returns": names.returns,
+        **_jvp_context(derived, printer, names),
         "reduce_helper": names.reduce_helper,
         "inputs_parameter": names.inputs_parameter,
         "output_parameter": names.output_parameter,
@@ -267,8 +268,10 @@ class _BackwardNames:
         self.shape_facts_attribute = "shape_facts"
         # Module-level helpers some modules need, by role.
         self.helpers = {
-            role: namer.fresh(f"_{role}") for role in ("sum_to", "reduced_shape", "count")
+            role: namer.fresh(f"_{role}")
+            for role in ("sum_to", "reduced_shape", "count", "expand_to", "fill_tangents")
         }
+        self.output_shapes_attribute = "output_shapes"
         needs = [self.need.get(i.name, "_") for i in spec.inputs]
         self.needs_unpacking = ", ".join(needs) + ("," if len(needs) == 1 else "")
         saved = {s.name for s in derived.saved_tensors}
@@ -415,6 +418,8 @@ def _all_statements(derived: Derived) -> list[Assignment]:
             statements += block.statements
         for gradient in part.gradients:
             statements += gradient.statements
+    if derived.jvp is not None:
+        statements += derived.jvp.statements
     return statements
 
 
@@ -457,6 +462,40 @@ def _output_backward(
             {"guard": names.guard([gradient.input]), "lines": [*lines, f"{target} = {term}"]}
         )
     return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
+
+
+def _jvp_context(derived: Derived, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
+    """The jvp staticmethod: tangent parameters, statements and the output tangents."""
+    jvp = derived.jvp
+    has_tangents = jvp is not None and any(t is not None for t in jvp.tangents)
+    if jvp is None or not has_tangents or all(t is None or t == 0 for t in jvp.outputs):
+        return {"jvp": None}
+    taken = Namer(derived.names)
+    parameters = [
+        printer.doprint(t) if t is not None else taken.fresh(f"_tangent_{i.name}")
+        for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
+    ]
+    shapes = [taken.fresh(f"{o.name}_shape") for o in derived.outputs]
+    returns = [
+        (
+            "None"
+            if t is None or t == 0
+            else f"{names.helpers['expand_to']}({printer.doprint(t)}, {shape})"
+        )
+        for t, shape in zip(jvp.outputs, shapes, strict=True)
+    ]
+    return {
+        "jvp": {
+            "parameters": parameters,
+            "saved_tensors": [printer.doprint(s) for s in jvp.saved_tensors],
+            "lines": [_statement(a, printer) for a in jvp.statements],
+            "returns": returns,
+            "output_shapes": shapes,
+            "filled": [printer.doprint(t) for t in jvp.tangents if t is not None],
+        },
+        "output_shapes_attribute": names.output_shapes_attribute,
+        "traceable_class": taken.fresh(f"_{derived.spec.name}Traceable"),
+    }
 
 
 def _shape_fact_code(fact: sympy.Basic, derived: Derived, names: _BackwardNames) -> str:
@@ -665,6 +704,10 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "outputs": [o.name for o in spec.outputs],
         "uses_math": printer.uses_math,
         "has_gradients": any(part.gradients for part in derived.backward),
+        "has_jvp": _jvp_context(derived, printer, _BackwardNames(derived, Namer(derived.names)))[
+            "jvp"
+        ]
+        is not None,
         "test_doc": _docstring(
             f"Check {spec.name} with gradcheck and against autograd of the plain formula.",
             indent=0,

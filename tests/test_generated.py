@@ -86,9 +86,17 @@ def test_generated_code_passes_ruff(repo_root: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
-def test_readme_shows_the_code_symgrad_writes(repo_root: Path) -> None:
+@pytest.mark.parametrize(("module", "name"), [("soft_clamp", "SoftClamp"), ("rms_norm", "RMSNorm")])
+def test_readme_shows_the_code_symgrad_writes(repo_root: Path, module: str, name: str) -> None:
     readme = (repo_root / "README.md").read_text(encoding="utf-8")
-    start = readme.index("class SoftClamp(torch.autograd.Function):")
+    start = readme.index(f"class {name}(torch.autograd.Function):")
     shown = readme[start : readme.index("```", start)].strip()
-    module = (repo_root / "generated" / "soft_clamp.py").read_text(encoding="utf-8")
-    assert shown == module[module.index("class SoftClamp") :].strip()
+    source = (repo_root / "generated" / f"{module}.py").read_text(encoding="utf-8")
+    assert shown == source[source.index(f"class {name}") :].strip()
+
+
+def test_readme_shows_the_rms_norm_spec(repo_root: Path) -> None:
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    spec = (repo_root / "examples" / "rms_norm.yaml").read_text(encoding="utf-8")
+    body = spec[spec.index("name: RMSNorm") :].strip()
+    assert f"```yaml\n{body}\n```" in readme

@@ -1,0 +1,150 @@
+"""Forward-mode differentiation: the directional derivative (jvp) of every output.
+
+One forward sweep over the forward's assignments: the tangent of each value is the sum
+over its arguments of the local partial derivative times the argument's tangent, with
+the same local rules as the reverse sweep (symgrad.derive) and one more per reduction
+(a reduction is linear, so the tangent of sum(e) is sum(tangent(e))). Each value's
+tangent gets its own statement, so the jvp is straight-line code as long as the forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from symgrad import functions, piecewise, reductions, rules
+from symgrad.derived import Assignment, Namer
+from symgrad.expr import is_condition
+from symgrad.model import Output, Spec
+
+Rewrite = Callable[[sympy.Expr], sympy.Expr]
+
+
+@dataclass(frozen=True)
+class Tangents:
+    """The jvp: statements computing tangents, and each output's tangent by output."""
+
+    # One tangent symbol per differentiable input, in input order (None for the rest).
+    inputs: tuple[sympy.Symbol | None, ...]
+    statements: tuple[Assignment, ...]
+    outputs: tuple[sympy.Expr | None, ...]
+
+
+def derive_tangents(
+    spec: Spec,
+    forward: Sequence[Assignment],
+    outputs: Sequence[Output],
+    guard: Rewrite,
+    reuse: Rewrite,
+    namer: Namer,
+) -> Tangents:
+    """Tangents of `outputs` (the spec's and the residuals) given the input tangents."""
+    tangent_of: dict[sympy.Basic, sympy.Expr] = {}
+    inputs: list[sympy.Symbol | None] = []
+    for item in spec.inputs:
+        symbol = None
+        if item.differentiable:
+            symbol = sympy.Symbol(namer.fresh(f"tangent_{item.name}"), real=True)
+            tangent_of[item.symbol] = symbol
+        inputs.append(symbol)
+    statements: list[Assignment] = []
+    for assignment in forward:
+        tangent = reuse(_tangent(guard(assignment.expr), tangent_of))
+        if tangent == 0:
+            continue
+        if tangent.is_Symbol:
+            tangent_of[assignment.target] = tangent
+            continue
+        symbol = sympy.Symbol(namer.fresh(f"tangent_{assignment.target.name}"), real=True)
+        statements.append(Assignment(symbol, tangent))
+        tangent_of[assignment.target] = symbol
+    results: list[sympy.Expr | None] = []
+    for output in outputs:
+        if not output.differentiable:
+            results.append(None)
+            continue
+        overridden = [o for o in spec.overrides if o.output == output]
+        if overridden:
+            results.append(_overridden_tangent(spec, output, tangent_of, guard, reuse))
+        else:
+            results.append(tangent_of.get(output.symbol, sympy.Integer(0)))
+    return Tangents(tuple(inputs), tuple(statements), tuple(results))
+
+
+def _overridden_tangent(
+    spec: Spec,
+    output: Output,
+    tangent_of: Mapping[sympy.Basic, sympy.Expr],
+    guard: Rewrite,
+    reuse: Rewrite,
+) -> sympy.Expr:
+    """The tangent along the user's derivatives (`gradients:`), as the backward uses them.
+
+    The output's formula is differentiated inline with the overridden inputs held fixed,
+    then each override times its input's tangent is added.
+    """
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    expr = output.expr
+    while expr.free_symbols & values.keys():
+        expr = expr.xreplace(values)
+    held = {o.input.symbol for o in spec.overrides if o.output == output}
+    free = {s: t for s, t in tangent_of.items() if s in {i.symbol for i in spec.inputs}}
+    tangent = _tangent(guard(expr), {s: t for s, t in free.items() if s not in held})
+    for override in spec.overrides:
+        if override.output == output and override.input.symbol in tangent_of:
+            tangent += guard(override.expr) * tangent_of[override.input.symbol]
+    return reuse(tangent)
+
+
+def _tangent(expr: sympy.Expr, tangent_of: Mapping[sympy.Basic, sympy.Expr]) -> sympy.Expr:
+    """d expr along the tangents of its symbols (zero for symbols without one)."""
+    memo: dict[sympy.Basic, sympy.Expr] = {}
+
+    def visit(node: sympy.Basic) -> sympy.Expr:
+        if node in memo:
+            return memo[node]
+        result: sympy.Expr
+        if node.is_Symbol:
+            result = tangent_of.get(node, sympy.Integer(0))
+        elif is_condition(node) or not node.free_symbols & tangent_of.keys():
+            result = sympy.Integer(0)  # a boolean, or a value without tangents
+        elif isinstance(node, piecewise.Where):
+            cond, a, b = node.args
+            result = piecewise.where(cond, visit(a), visit(b))
+        elif isinstance(node, reductions.Reduction):
+            result = _reduction_tangent(node, visit(node.argument))
+        elif isinstance(node, reductions.Normalization):
+            result = _normalization_tangent(node, visit(node.argument))
+        else:
+            result = sympy.Add(
+                *(
+                    rules.local_partial(node, i) * visit(arg)
+                    for i, arg in enumerate(node.args)
+                    if arg.free_symbols & tangent_of.keys()
+                )
+            )
+        memo[node] = result
+        return result
+
+    return visit(expr)
+
+
+def _reduction_tangent(node: reductions.Reduction, tangent: sympy.Expr) -> sympy.Expr:
+    """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum."""
+    if tangent == 0:
+        return sympy.Integer(0)
+    if isinstance(node, reductions.ReduceLogSumExp):
+        weight = functions.call("exp", node.argument - reductions.broadcast_back(node, node))
+        return reductions.reduce("sum", weight * tangent, node.dims, node.keepdim)
+    return reductions.reduce(node.name, tangent, node.dims, node.keepdim)
+
+
+def _normalization_tangent(node: reductions.Normalization, tangent: sympy.Expr) -> sympy.Expr:
+    """softmax: y (t - sum(y t)); log_softmax: t - sum(exp(y) t), sums along the dim."""
+    dim = (node.dim,)
+    if isinstance(node, reductions.Softmax):
+        return node * (tangent - reductions.reduce("sum", node * tangent, dim, keepdim=True))
+    weight = functions.call("exp", node)
+    return tangent - reductions.reduce("sum", weight * tangent, dim, keepdim=True)
