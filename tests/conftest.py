@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,6 +18,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite generated/ from examples/ instead of comparing",
     )
+
+
+def load_generated(name: str) -> ModuleType:
+    """Import generated/<name>.py once, registered in sys.modules (torch.compile needs it)."""
+    key = f"symgrad_generated_{name}"
+    if key not in sys.modules:
+        path = REPO_ROOT / "generated" / f"{name}.py"
+        location = importlib.util.spec_from_file_location(key, path)
+        assert location is not None and location.loader is not None
+        module = importlib.util.module_from_spec(location)
+        sys.modules[key] = module
+        location.loader.exec_module(module)
+    return sys.modules[key]
 
 
 @pytest.fixture

@@ -10,18 +10,15 @@ built-in's own (and never more than a small absolute floor).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
 from torch.nn import functional as F  # noqa: N812
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import load_generated
 
 Builtin = Callable[..., Any]
 
@@ -81,22 +78,8 @@ CASES = [
 IDS = [case.module for case in CASES]
 
 
-def _load(name: str) -> ModuleType:
-    """Import generated/<name>.py as a module (registered, as torch.compile needs)."""
-    key = f"symgrad_generated_{name}"
-    if key not in sys.modules:
-        location = importlib.util.spec_from_file_location(
-            key, REPO_ROOT / "generated" / f"{name}.py"
-        )
-        assert location is not None and location.loader is not None
-        module = importlib.util.module_from_spec(location)
-        sys.modules[key] = module
-        location.loader.exec_module(module)
-    return sys.modules[key]
-
-
 def _function(case: Case) -> Builtin:
-    function: Builtin = getattr(_load(case.module), case.module)
+    function: Builtin = getattr(load_generated(case.module), case.module)
     return function
 
 
