@@ -107,6 +107,9 @@ class Spec:
     source: str
     # The user's own partial derivatives (straight-through estimators and the like).
     overrides: tuple[GradientOverride, ...] = ()
+    # "eager" runs forward and backward op by op; "fused" compiles each with
+    # torch.compile once, on first use, so that each runs as few fused kernels.
+    mode: str = "eager"
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

@@ -28,7 +28,9 @@ from symgrad.model import (
     Spec,
 )
 
-_TOP_KEYS = ("name", "module", "doc", "inputs", "where", "outputs", "gradients")
+_TOP_KEYS = ("name", "module", "doc", "mode", "inputs", "where", "outputs", "gradients")
+# How the generated Function runs its forward and backward (see Spec.mode).
+_MODES = ("eager", "fused")
 _OUTPUT_KEYS = ("expr", "differentiable")
 _INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
 _ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
@@ -66,6 +68,8 @@ def parse_spec(root: Node, source: str) -> Spec:
     module = _module_name(module_node) if module_node else snake_case(name)
     doc_node = fields.optional("doc")
     doc = _string(doc_node, "doc") if doc_node else ""
+    mode_node = fields.optional("mode")
+    mode = _mode(mode_node) if mode_node else "eager"
     inputs = _parse_inputs(fields.require("inputs"), name)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
     where_node = fields.optional("where")
@@ -76,7 +80,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     gradients_node = fields.optional("gradients")
     overrides = _parse_gradients(gradients_node, symbols, inputs, outputs) if gradients_node else ()
     fields.finish()
-    return Spec(name, module, doc, inputs, intermediates, outputs, source, overrides)
+    return Spec(name, module, doc, inputs, intermediates, outputs, source, overrides, mode)
 
 
 class _Section:
@@ -129,6 +133,15 @@ def _string(node: Node, path: str) -> str:
     if not isinstance(node.value, str):
         raise SpecError(node.location, f"expected a string, got {_kind(node)}", path)
     return node.value
+
+
+def _mode(node: Node) -> str:
+    mode = _string(node, "mode")
+    if mode not in _MODES:
+        hint = expressions.did_you_mean(mode, _MODES)
+        message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(_MODES)}"
+        raise SpecError(node.location, message, "mode")
+    return mode
 
 
 def _class_name(node: Node) -> str:

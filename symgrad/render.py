@@ -185,6 +185,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         ],
         "returns": names.returns,
         **_jvp_context(derived, printer, names),
+        "fused": _fused_context(derived, names, printer) if spec.mode == "fused" else None,
         "reduce_helper": names.reduce_helper,
         "inputs_parameter": names.inputs_parameter,
         "output_parameter": names.output_parameter,
@@ -464,6 +465,27 @@ def _output_backward(
     return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
 
 
+def _fused_context(
+    derived: Derived, names: _BackwardNames, printer: TorchPrinter
+) -> dict[str, Any]:
+    """Names for fused mode: the compiled bodies and what the backward body reads."""
+    taken = Namer(derived.names)
+    arguments = [
+        *(printer.doprint(s) for s in derived.saved_tensors),
+        *(i.name for i in derived.saved_numbers),
+        *names.shape_names,
+        *(printer.doprint(a.target) for a in derived.shape_facts),
+        *(part.grad.name for part in derived.backward),
+        *names.need.values(),
+    ]
+    return {
+        "forward": taken.fresh("_compiled_forward"),
+        "backward": taken.fresh("_compiled_backward"),
+        "use_compiled": taken.fresh("_use_compiled"),
+        "arguments": arguments,
+    }
+
+
 def _jvp_context(derived: Derived, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
     """The jvp staticmethod: tangent parameters, statements and the output tangents."""
     jvp = derived.jvp
@@ -704,6 +726,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "outputs": [o.name for o in spec.outputs],
         "uses_math": printer.uses_math,
         "has_gradients": any(part.gradients for part in derived.backward),
+        "fused": spec.mode == "fused",
         "has_jvp": _jvp_context(derived, printer, _BackwardNames(derived, Namer(derived.names)))[
             "jvp"
         ]
