@@ -8,8 +8,8 @@ Forward:
     loss = mean(0.5*log(var) + 0.5*(x - target)**2/var)
 
 Derivatives:
-    dloss/dx = 1.0*(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
-    dloss/dtarget = -1.0*(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
+    dloss/dx = (x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
+    dloss/dtarget = -(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
     dloss/dvar = 0.5*(1 - (x - target)**2/var)/(var*numel(0.5*((x - target)**2/var +
         log(var))))
 """
@@ -96,7 +96,7 @@ class GaussianNLLLoss(torch.autograd.Function):
             _t2 = 1 / var
             _t3 = _t2 * grad_loss / _t0
         if need_x or need_target:
-            _t4 = 1.0 * _t1 * _t3
+            _t4 = _t1 * _t3
         if need_x:
             grad_x = _t4
         if need_target:

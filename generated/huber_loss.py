@@ -9,10 +9,10 @@ Forward:
     loss = mean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 
 Derivatives:
-    dloss/dx = 1.0*d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
+    dloss/dx = d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
         delta*(-0.5*delta + abs(d)))), 0) + delta*where(abs(d) < delta, 0,
         1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
-    dloss/dtarget = -1.0*d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
+    dloss/dtarget = -d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
         delta*(-0.5*delta + abs(d)))), 0) - delta*where(abs(d) < delta, 0,
         1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
 """
@@ -103,7 +103,7 @@ class HuberLoss(torch.autograd.Function):
             d = x - target
             _t0 = torch.abs(d)
             _t3 = _t0 < delta
-            _t4 = 1.0 * d * torch.where(_t3, _t2, 0) + delta * torch.where(
+            _t4 = d * torch.where(_t3, _t2, 0) + delta * torch.where(
                 _t3, 0, _t2
             ) * torch.sign(d)
         if need_x:
@@ -124,7 +124,7 @@ class HuberLoss(torch.autograd.Function):
         tangent_d = tangent_x - tangent_target
         tangent__t0 = tangent_d * torch.sign(d)
         tangent_loss = torch.mean(
-            torch.where((_t0 < delta), 1.0 * d * tangent_d, tangent__t0 * delta)
+            torch.where((_t0 < delta), d * tangent_d, tangent__t0 * delta)
         )
         return _expand_to(tangent_loss, loss_shape)
 

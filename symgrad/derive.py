@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 
 from symgrad import forward_mode, piecewise, reductions, rules, stable
-from symgrad.derived import Assignment, Derived, Namer, closure, cse
+from symgrad.derived import Assignment, Derived, Namer, closure, cse, integral_floats
 from symgrad.model import Output, Spec
 from symgrad.plan import BackwardPlan, ForwardPlan, OutputGradients, plan_backward, plan_jvp
 
@@ -62,7 +62,7 @@ def derive(spec: Spec) -> Derived:
         }
         read = set().union(*(g.free_symbols for g in gradients.values()))
         statements = tuple(
-            Assignment(s.target, _reuse_forward_values(s.expr, known_values))
+            Assignment(s.target, integral_floats(_reuse_forward_values(s.expr, known_values)))
             for s in sweep.statements
             if s.target in closure(read, sweep.statements)
         )
@@ -397,10 +397,11 @@ _SIMPLIFY_MAX_OPS = 400
 
 def _simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
     """Pull out common factors when that makes the expression smaller; never unbounded."""
+    expr = integral_floats(expr)
     size = sympy.count_ops(expr)
     if size > _SIMPLIFY_MAX_OPS:
         return expr
-    candidate = sympy.factor_terms(expr)
+    candidate = integral_floats(sympy.factor_terms(expr))
     return candidate if sympy.count_ops(candidate) < size else expr
 
 

@@ -146,4 +146,19 @@ def closure(used: set[sympy.Basic], assignments: Sequence[Assignment]) -> set[sy
 def cse(exprs: Sequence[sympy.Expr], namer: Namer) -> tuple[list[Assignment], list[sympy.Expr]]:
     """Name the subexpressions that occur more than once across `exprs`."""
     replacements, reduced = sympy.cse(list(exprs), symbols=namer.temporaries(), order="none")
-    return [Assignment(t, e) for t, e in replacements], list(reduced)
+    return (
+        [Assignment(t, integral_floats(e)) for t, e in replacements],
+        [integral_floats(e) for e in reduced],
+    )
+
+
+def integral_floats(expr: sympy.Expr) -> sympy.Expr:
+    """Floats that are whole numbers as integers, so `1.0*d` (from 0.5*2*d) is just `d`.
+
+    Each would otherwise cost a kernel launch and a pass over memory.
+    """
+    floats = [f for f in expr.atoms(sympy.Float) if float(f).is_integer() and abs(f) < 2**31]
+    if not floats:
+        return expr
+    result: sympy.Expr = expr.xreplace({f: sympy.Integer(int(f)) for f in floats})
+    return result
