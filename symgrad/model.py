@@ -110,6 +110,9 @@ class Spec:
     # "eager" runs forward and backward op by op; "fused" compiles each with
     # torch.compile once, on first use, so that each runs as few fused kernels.
     mode: str = "eager"
+    # True: also register the forward as the operator `symgrad::<module>`
+    # (torch.library.custom_op with register_autograd), which torch.export keeps opaque.
+    custom_op: bool = False
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

@@ -28,7 +28,17 @@ from symgrad.model import (
     Spec,
 )
 
-_TOP_KEYS = ("name", "module", "doc", "mode", "inputs", "where", "outputs", "gradients")
+_TOP_KEYS = (
+    "name",
+    "module",
+    "doc",
+    "mode",
+    "custom_op",
+    "inputs",
+    "where",
+    "outputs",
+    "gradients",
+)
 # How the generated Function runs its forward and backward (see Spec.mode).
 _MODES = ("eager", "fused")
 _OUTPUT_KEYS = ("expr", "differentiable")
@@ -70,6 +80,8 @@ def parse_spec(root: Node, source: str) -> Spec:
     doc = _string(doc_node, "doc") if doc_node else ""
     mode_node = fields.optional("mode")
     mode = _mode(mode_node) if mode_node else "eager"
+    custom_op_node = fields.optional("custom_op")
+    custom_op = _flag(custom_op_node, "custom_op") if custom_op_node else False
     inputs = _parse_inputs(fields.require("inputs"), name)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
     where_node = fields.optional("where")
@@ -80,7 +92,9 @@ def parse_spec(root: Node, source: str) -> Spec:
     gradients_node = fields.optional("gradients")
     overrides = _parse_gradients(gradients_node, symbols, inputs, outputs) if gradients_node else ()
     fields.finish()
-    return Spec(name, module, doc, inputs, intermediates, outputs, source, overrides, mode)
+    return Spec(
+        name, module, doc, inputs, intermediates, outputs, source, overrides, mode, custom_op
+    )
 
 
 class _Section:
@@ -132,6 +146,12 @@ def _kind(node: Node) -> str:
 def _string(node: Node, path: str) -> str:
     if not isinstance(node.value, str):
         raise SpecError(node.location, f"expected a string, got {_kind(node)}", path)
+    return node.value
+
+
+def _flag(node: Node, path: str) -> bool:
+    if not isinstance(node.value, bool):
+        raise SpecError(node.location, f"expected true or false, got {_kind(node)}", path)
     return node.value
 
 

@@ -186,6 +186,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "returns": names.returns,
         **_jvp_context(derived, printer, names),
         "fused": _fused_context(derived, names, printer) if spec.mode == "fused" else None,
+        "custom_op": _custom_op_context(derived) if spec.custom_op else None,
         "reduce_helper": names.reduce_helper,
         "inputs_parameter": names.inputs_parameter,
         "output_parameter": names.output_parameter,
@@ -465,6 +466,20 @@ def _output_backward(
     return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
 
 
+def _custom_op_context(derived: Derived) -> dict[str, Any]:
+    """The operator `symgrad::<module>`: its name, Python function and parameters.
+
+    Its parameters have no defaults: the dispatcher drops arguments equal to their
+    default, and the backward's needs_input_grad must line up with every input.
+    """
+    spec = derived.spec
+    return {
+        "name": f"symgrad::{spec.module}",
+        "function": Namer(derived.names).fresh(f"_{spec.module}_op"),
+        "parameters": [f"{i.name}: {_ANNOTATIONS[i.type]}" for i in spec.inputs],
+    }
+
+
 def _fused_context(
     derived: Derived, names: _BackwardNames, printer: TorchPrinter
 ) -> dict[str, Any]:
@@ -727,6 +742,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "uses_math": printer.uses_math,
         "has_gradients": any(part.gradients for part in derived.backward),
         "fused": spec.mode == "fused",
+        "custom_op": _custom_op_context(derived) if spec.custom_op else None,
         "has_jvp": _jvp_context(derived, printer, _BackwardNames(derived, Namer(derived.names)))[
             "jvp"
         ]
