@@ -13,6 +13,8 @@ Derivatives:
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,6 +41,16 @@ def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
     return tuple(given.new_zeros(()) if t is None else t for t in tangents)
 
 
+@functools.cache
+def _compiled(body: Callable[..., Any]) -> Callable[..., Any]:
+    """`body` through torch.compile, made on first use.
+
+    torch.compile then keeps a graph per input shape, dtype and device (past its
+    recompile limit, it runs the body op by op).
+    """
+    return torch.compile(body)
+
+
 def _use_compiled() -> bool:
     """Run the compiled bodies? Not inside torch.compile or torch.func transforms."""
     return not (
@@ -54,7 +66,9 @@ class MishFused(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
-        body = _compiled_forward if _use_compiled() else MishFused.forward_body
+        body = MishFused.forward_body
+        if _use_compiled():
+            body = _compiled(body)
         return body(x)
 
     @staticmethod
@@ -76,8 +90,9 @@ class MishFused(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         (need_x,) = ctx.needs_input_grad
         # Double backward differentiates the backward itself: run it op by op then.
-        compiled = _use_compiled() and not torch.is_grad_enabled()
-        body = _compiled_backward if compiled else MishFused.backward_body
+        body = MishFused.backward_body
+        if _use_compiled() and not torch.is_grad_enabled():
+            body = _compiled(body)
         return body(x, grad_y, need_x)
 
     @staticmethod
@@ -100,11 +115,6 @@ class MishFused(torch.autograd.Function):
         _t1 = torch.tanh(torch.nn.functional.softplus(x))
         tangent_y = _t1 * tangent_x + tangent_x * x * (1 - _t1**2) * torch.sigmoid(x)
         return _expand_to(tangent_y, y_shape)
-
-
-# Compiled on first use; torch.compile caches a graph per input shape and dtype.
-_compiled_forward = torch.compile(MishFused.forward_body, fullgraph=True)
-_compiled_backward = torch.compile(MishFused.backward_body, fullgraph=True)
 
 
 class _MishFusedTraceable(MishFused):

@@ -494,8 +494,7 @@ def _fused_context(
         *names.need.values(),
     ]
     return {
-        "forward": taken.fresh("_compiled_forward"),
-        "backward": taken.fresh("_compiled_backward"),
+        "compiled": taken.fresh("_compiled"),
         "use_compiled": taken.fresh("_use_compiled"),
         "arguments": arguments,
     }
