@@ -147,24 +147,24 @@ class CosineSimilarity(torch.autograd.Function):
                 _t11 = _t10 > eps
                 _t12 = _t10 < eps
                 _t13 = torch.where(_t11, _t10, torch.where(_t12, eps, _t8 + _t10 / 2))
-                _t14 = grad_y / _t13
+                _t14 = 1 / _t13 * grad_y
                 _t15 = 1 / _t9
-                _t16 = _sum_to(_t14 * _t15, _t2).unsqueeze(-1)
+                _t16 = _sum_to(_t15 * _t14, _t2).unsqueeze(-1)
             if need_a:
-                _t17 = -_t15 * grad_y * sum2 / _t13**2
+                _t17 = (-_t15 * sum2 / _t13**2) * grad_y
                 _t18 = torch.where(_t11, 0, _t17)
                 _t19 = torch.where(_t12, 0, _t18) / 2 + torch.where(_t11, _t17, 0)
                 grad_a = _accumulate(
                     grad_a,
-                    _t3 * _sum_to(_t19 / (2 * _t10), _t0).unsqueeze(-1) + _t16 * b,
+                    _t3 * _sum_to(1 / (2 * _t10) * _t19, _t0).unsqueeze(-1) + _t16 * b,
                 )
             if need_b:
-                _t20 = -_t14 * sum2 / _t9**2
+                _t20 = (-sum2 / _t9**2) * _t14
                 _t21 = torch.where(_t6, 0, _t20)
                 _t22 = torch.where(_t7, 0, _t21) / 2 + torch.where(_t6, _t20, 0)
                 grad_b = _accumulate(
                     grad_b,
-                    _t4 * _sum_to(_t22 / (2 * _t5), _t1).unsqueeze(-1) + _t16 * a,
+                    _t4 * _sum_to(1 / (2 * _t5) * _t22, _t1).unsqueeze(-1) + _t16 * a,
                 )
         if grad_sum0 is not None:
             if need_a:

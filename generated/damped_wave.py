@@ -60,8 +60,8 @@ class DampedWave(torch.autograd.Function):
         E: float = 1.0,
         n: int = 2,
     ) -> torch.Tensor:
-        envelope = E * torch.exp(-gamma * t)
-        phase = beta * x - omega * t
+        envelope = E * torch.exp((-gamma) * t)
+        phase = beta * x + (-omega) * t
         u = envelope * torch.cos(phase) ** n
         return u
 
@@ -81,13 +81,13 @@ class DampedWave(torch.autograd.Function):
         need_x, need_t, _, _, _, _, _ = ctx.needs_input_grad
         grad_x = grad_t = None
         if need_x or need_t:
-            envelope = E * torch.exp(-gamma * t)
-            phase = beta * x - omega * t
+            envelope = E * torch.exp((-gamma) * t)
+            phase = beta * x + (-omega) * t
             _t0 = envelope * n * torch.cos(phase) ** (-1 + n) * torch.sin(phase)
         if need_x:
-            grad_x = -_t0 * beta * grad_u
+            grad_x = (-beta) * _t0 * grad_u
         if need_t:
-            grad_t = grad_u * (_t0 * omega - gamma * u)
+            grad_t = grad_u * (_t0 * omega + (-gamma) * u)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_t, t.shape),
@@ -114,16 +114,14 @@ class DampedWave(torch.autograd.Function):
         gamma, beta, omega, E, n = ctx.numbers
         (u_shape,) = ctx.output_shapes
         tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
-        envelope = E * torch.exp(-gamma * t)
-        phase = beta * x - omega * t
-        tangent_envelope = -envelope * gamma * tangent_t
-        tangent_phase = beta * tangent_x - omega * tangent_t
+        envelope = E * torch.exp((-gamma) * t)
+        phase = beta * x + (-omega) * t
+        tangent_envelope = (-gamma) * envelope * tangent_t
+        tangent_phase = beta * tangent_x + (-omega) * tangent_t
         _t1 = torch.cos(phase)
-        tangent_u = tangent_envelope * _t1**n - envelope * tangent_phase * n * _t1 ** (
-            -1 + n
-        ) * torch.sin(
-            phase
-        )
+        tangent_u = tangent_envelope * _t1**n + (
+            -n
+        ) * envelope * tangent_phase * _t1 ** (-1 + n) * torch.sin(phase)
         return _expand_to(tangent_u, u_shape)
 
 

@@ -82,7 +82,7 @@ class L2Normalize(torch.autograd.Function):
     def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         sum0 = torch.sum(x**2, dim=-1, keepdim=True)
         n = torch.sqrt(sum0)
-        unit = x / n
+        unit = 1 / n * x
         norm = n
         return unit, norm
 
@@ -113,11 +113,11 @@ class L2Normalize(torch.autograd.Function):
                 grad_x = _accumulate(
                     grad_x,
                     _t1 * grad_unit
-                    + _t2 * _sum_to(-grad_unit * x / (2 * norm**3), _t0),
+                    + _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0) * _t2,
                 )
         if grad_norm is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t2 * _sum_to(_t1 * grad_norm / 2, _t0))
+                grad_x = _accumulate(grad_x, _sum_to(_t1 / 2 * grad_norm, _t0) * _t2)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -129,7 +129,7 @@ class L2Normalize(torch.autograd.Function):
         _t3 = 1 / norm
         tangent_sum0 = torch.sum(2 * tangent_x * x, dim=-1, keepdim=True)
         tangent_n = _t3 * tangent_sum0 / 2
-        tangent_unit = _t3 * tangent_x - tangent_n * x / norm**2
+        tangent_unit = _t3 * tangent_x + (-tangent_n / norm**2) * x
         return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
 
 

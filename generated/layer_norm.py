@@ -128,14 +128,14 @@ class LayerNorm(torch.autograd.Function):
             _t3 = 2 * _t2 * xc
         if grad_y is not None:
             if need_x:
-                _t4 = _t3 * _sum_to(-grad_y * y * rstd**2 / 2, _t1) + grad_y * rstd
+                _t4 = _sum_to((-(rstd**2) / 2) * grad_y * y, _t1) * _t3 + rstd * grad_y
                 grad_x = _accumulate(grad_x, _t4 + _t2 * _sum_to(-_t4, _t1))
         if grad_mu is not None:
             if need_x:
                 grad_x = _accumulate(grad_x, _t2 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t5 = _t3 * _sum_to(-grad_rstd * rstd**3 / 2, _t1)
+                _t5 = _sum_to((-(rstd**3) / 2) * grad_rstd, _t1) * _t3
                 grad_x = _accumulate(grad_x, _t5 + _t2 * _sum_to(-_t5, _t1))
         return _reduce_to(grad_x, x.shape), None
 

@@ -136,9 +136,9 @@ class LayerNormAffine(torch.autograd.Function):
             _t4 = 2 * _t2 * xc
         if grad_y is not None:
             if need_x or need_w:
-                _t5 = grad_y * rstd
+                _t5 = rstd * grad_y
             if need_x:
-                _t6 = _t5 * w + _t4 * _sum_to(-_t3 * grad_y * w * xc, _t1)
+                _t6 = _t5 * w + _sum_to((-_t3) * grad_y * w * xc, _t1) * _t4
                 grad_x = _accumulate(grad_x, _t6 + _t2 * _sum_to(-_t6, _t1))
             if need_w:
                 grad_w = _accumulate(grad_w, _t5 * xc)
@@ -149,7 +149,7 @@ class LayerNormAffine(torch.autograd.Function):
                 grad_x = _accumulate(grad_x, _t2 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t7 = _t4 * _sum_to(-_t3 * grad_rstd, _t1)
+                _t7 = _sum_to((-_t3) * grad_rstd, _t1) * _t4
                 grad_x = _accumulate(grad_x, _t7 + _t2 * _sum_to(-_t7, _t1))
         return (
             _reduce_to(grad_x, x.shape),

@@ -66,7 +66,7 @@ class LogSoftmax(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = grad_y - torch.sum(grad_y, dim=-1, keepdim=True) * torch.exp(y)
+            grad_x = grad_y + (-torch.sum(grad_y, dim=-1, keepdim=True)) * torch.exp(y)
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod

@@ -86,7 +86,7 @@ class MSELoss(torch.autograd.Function):
         need_x, need_target = ctx.needs_input_grad
         grad_x = grad_target = None
         if need_x or need_target:
-            _t1 = 2 * grad_loss * (x - target) / _t0
+            _t1 = 2 / _t0 * grad_loss * (x - target)
         if need_x:
             grad_x = _t1
         if need_target:

@@ -115,19 +115,19 @@ class RMSNorm(torch.autograd.Function):
         need_x, need_w, _ = ctx.needs_input_grad
         grad_x = grad_w = None
         if need_x:
-            _t2 = 2 * x / _t0
+            _t2 = 2 / _t0 * x
         if grad_y is not None:
             if need_x or need_w:
-                _t3 = grad_y * r
+                _t3 = r * grad_y
             if need_x:
                 grad_x = _accumulate(
-                    grad_x, _t3 * w + _t2 * _sum_to(-grad_y * y * r**2 / 2, _t1)
+                    grad_x, _t3 * w + _sum_to((-(r**2) / 2) * grad_y * y, _t1) * _t2
                 )
             if need_w:
                 grad_w = _accumulate(grad_w, _t3 * x)
         if grad_r is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t2 * _sum_to(-grad_r * r**3 / 2, _t1))
+                grad_x = _accumulate(grad_x, _sum_to((-(r**3) / 2) * grad_r, _t1) * _t2)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_w, w.shape), None
 
     @staticmethod

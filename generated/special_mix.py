@@ -110,7 +110,7 @@ class SpecialMix(torch.autograd.Function):
             grad_z = grad_y * (
                 _t4 * _t8
                 - _t7 * _t5
-                + 0.25 * _t6 * math.sqrt(math.pi) * torch.exp(_t2**2)
+                + 0.25 * math.sqrt(math.pi) * _t6 * torch.exp(_t2**2)
             )
         return (
             _reduce_to(grad_a, a.shape),
@@ -143,7 +143,7 @@ class SpecialMix(torch.autograd.Function):
             + _t12 * tangent_a * torch.special.polygamma(1, a)
             + p * tangent_a / a
             - _t14 * _t15 * tangent_r / r**2
-            + 0.25 * _t10 * tangent_z * math.sqrt(math.pi) * torch.exp(_t12**2)
+            + 0.25 * math.sqrt(math.pi) * _t10 * tangent_z * torch.exp(_t12**2)
             + _t16 * _t15 * tangent_p / (p * (1 - p))
         )
         return _expand_to(tangent_y, y_shape)

@@ -53,12 +53,18 @@ def make_inputs(
 
 def reference(a, b, eps) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
-    y = torch.sum(a * b, dim=-1) / (
-        torch.maximum(
-            torch.sqrt(torch.sum(a**2, dim=-1)), torch.tensor(eps, dtype=torch.float64)
-        )
-        * torch.maximum(
-            torch.sqrt(torch.sum(b**2, dim=-1)), torch.tensor(eps, dtype=torch.float64)
+    y = (
+        torch.sum(a * b, dim=-1)
+        * 1
+        / (
+            torch.maximum(
+                torch.sqrt(torch.sum(a**2, dim=-1)),
+                torch.tensor(eps, dtype=torch.float64),
+            )
+            * torch.maximum(
+                torch.sqrt(torch.sum(b**2, dim=-1)),
+                torch.tensor(eps, dtype=torch.float64),
+            )
         )
     )
     return (y,)

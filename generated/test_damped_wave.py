@@ -57,8 +57,8 @@ def make_inputs(
 
 def reference(x, t, gamma, beta, omega, E, n) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
-    envelope = E * torch.exp(-gamma * t)
-    phase = beta * x - omega * t
+    envelope = E * torch.exp((-gamma) * t)
+    phase = beta * x + (-omega) * t
     u = envelope * torch.cos(phase) ** n
     return (u,)
 

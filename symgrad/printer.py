@@ -46,6 +46,9 @@ class TorchPrinter(StrPrinter):
         self.renames = renames or {}
         # Names of the module's helper functions, by role (the emitter may rename them).
         self.helpers: Mapping[str, str] = {"sum_to": "_sum_to"}
+        # Tensors known to have a reduced shape ([N, 1] beside [N, C] values), which
+        # products multiply in before the full-size factors (see _print_Mul).
+        self.small_symbols: frozenset[sympy.Basic] = frozenset()
         self.uses_math = False
 
     def _print(self, expr: Any, **kwargs: Any) -> str:
@@ -103,6 +106,32 @@ class TorchPrinter(StrPrinter):
         left = self.parenthesize(base, pow_precedence, strict=True)
         right = self.parenthesize(exponent, pow_precedence, strict=True)
         return f"{left}**{right}"
+
+    def _print_Mul(self, expr: sympy.Mul) -> str:
+        """A product with its numbers and reduced-shape factors first.
+
+        torch evaluates `a * b * c` left to right, one kernel per `*`: multiplying the
+        small factors together first leaves one full-size multiply per full-size
+        factor (`-r**2 / 2 * g * y` is two full passes, `-g * y * r**2 / 2` four).
+        """
+        small = [a for a in expr.args if self._is_small(a)]
+        numbers = [a for a in small if not self.is_tensor(a)]
+        saves_a_pass = len(numbers) > 1 or len(numbers) < len(small)
+        if len(small) == len(expr.args) or not saves_a_pass:
+            text: str = super()._print_Mul(expr)
+            return text
+        full = [a for a in expr.args if not self._is_small(a)]
+        precedence = PRECEDENCE["Mul"]
+        first = self.parenthesize(sympy.Mul(*small), precedence, strict=True)
+        second = self.parenthesize(sympy.Mul(*full), precedence, strict=True)
+        return f"{first}*{second}"
+
+    def _is_small(self, expr: sympy.Basic) -> bool:
+        """A number, or a tensor that depends only on reduced-shape values."""
+        if isinstance(expr, (reductions.Reduction, reductions.SumTo)):
+            return True
+        small: bool = expr.free_symbols & self.tensor_symbols <= self.small_symbols
+        return small
 
     def _print_ElementwiseFunction(self, expr: functions.ElementwiseFunction) -> str:
         return self._call(type(expr).__name__, *expr.args)

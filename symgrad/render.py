@@ -62,6 +62,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     spec = derived.spec
     conditions = _condition_temporaries(derived)
     printer = TorchPrinter(derived.tensor_symbols, _temporary_names(derived), conditions)
+    printer.small_symbols = _small_symbols(derived)
     _check_printable(derived)
     try:
         context = _module_context(derived, printer, version)
@@ -423,6 +424,18 @@ def _all_statements(derived: Derived) -> list[Assignment]:
     if derived.jvp is not None:
         statements += derived.jvp.statements
     return statements
+
+
+def _small_symbols(derived: Derived) -> frozenset[sympy.Basic]:
+    """Tensors of a reduced shape: residuals, and values computed only from them."""
+    small: set[sympy.Basic] = {o.symbol for o in derived.residuals}
+    tensors = derived.tensor_symbols
+    for statement in _all_statements(derived):
+        read = statement.expr.free_symbols & tensors
+        reduced = isinstance(statement.expr, (reductions.Reduction, reductions.SumTo))
+        if reduced or (read and read <= small):
+            small.add(statement.target)
+    return frozenset(small)
 
 
 def _condition_temporaries(derived: Derived) -> dict[sympy.Basic, sympy.Basic]:
