@@ -513,11 +513,18 @@ def _fused_context(
     }
 
 
+def _has_jvp(derived: Derived) -> bool:
+    """Whether the Function gets a jvp: some input has a tangent that reaches an output."""
+    jvp = derived.jvp
+    if jvp is None or all(t is None for t in jvp.tangents):
+        return False
+    return any(t is not None and t != 0 for t in jvp.outputs)
+
+
 def _jvp_context(derived: Derived, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
     """The jvp staticmethod: tangent parameters, statements and the output tangents."""
     jvp = derived.jvp
-    has_tangents = jvp is not None and any(t is not None for t in jvp.tangents)
-    if jvp is None or not has_tangents or all(t is None or t == 0 for t in jvp.outputs):
+    if jvp is None or not _has_jvp(derived):
         return {"jvp": None}
     taken = Namer(derived.names)
     parameters = [
@@ -755,10 +762,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "has_gradients": any(part.gradients for part in derived.backward),
         "fused": spec.mode == "fused",
         "custom_op": _custom_op_context(derived) if spec.custom_op else None,
-        "has_jvp": _jvp_context(derived, printer, _BackwardNames(derived, Namer(derived.names)))[
-            "jvp"
-        ]
-        is not None,
+        "has_jvp": _has_jvp(derived),
         "test_doc": _docstring(
             f"Check {spec.name} with gradcheck and against autograd of the plain formula.",
             indent=0,
