@@ -90,8 +90,9 @@ def _overridden_tangent(
     while expr.free_symbols & values.keys():
         expr = expr.xreplace(values)
     held = {o.input.symbol for o in spec.overrides if o.output == output}
-    free = {s: t for s, t in tangent_of.items() if s in {i.symbol for i in spec.inputs}}
-    tangent = _tangent(guard(expr), {s: t for s, t in free.items() if s not in held})
+    inputs = {i.symbol for i in spec.inputs}
+    free = {s: t for s, t in tangent_of.items() if s in inputs and s not in held}
+    tangent = _tangent(guard(expr), free)
     for override in spec.overrides:
         if override.output == output and override.input.symbol in tangent_of:
             tangent += guard(override.expr) * tangent_of[override.input.symbol]

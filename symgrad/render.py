@@ -144,10 +144,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
     namer = Namer(derived.names)
     names = _BackwardNames(derived, namer)
     printer.helpers = helpers = names.helpers
-    shape_facts = [
-        f"{printer.doprint(a.target)} = {_shape_fact_code(a.expr, derived, names)}"
-        for a in derived.shape_facts
-    ]
+    shape_facts = _shape_fact_lines(derived, printer, helpers)
     context: dict[str, Any] = {
         "version": version,
         "header": _header(escape_comment(spec.source), version),
@@ -185,9 +182,9 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
             _output_backward(p, printer, names, len(derived.outputs) > 1) for p in derived.backward
         ],
         "returns": names.returns,
-        **_jvp_context(derived, printer, names),
-        "fused": _fused_context(derived, names, printer) if spec.mode == "fused" else None,
-        "custom_op": _custom_op_context(derived) if spec.custom_op else None,
+        **_jvp_context(derived, printer, names, namer),
+        "fused": _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None,
+        "custom_op": _custom_op_context(derived, namer) if spec.custom_op else None,
         "reduce_helper": names.reduce_helper,
         "inputs_parameter": names.inputs_parameter,
         "output_parameter": names.output_parameter,
@@ -479,7 +476,7 @@ def _output_backward(
     return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
 
 
-def _custom_op_context(derived: Derived) -> dict[str, Any]:
+def _custom_op_context(derived: Derived, namer: Namer) -> dict[str, Any]:
     """The operator `symgrad::<module>`: its name, Python function and parameters.
 
     Its parameters have no defaults: the dispatcher drops arguments equal to their
@@ -488,16 +485,15 @@ def _custom_op_context(derived: Derived) -> dict[str, Any]:
     spec = derived.spec
     return {
         "name": f"symgrad::{spec.module}",
-        "function": Namer(derived.names).fresh(f"_{spec.module}_op"),
+        "function": namer.fresh(f"_{spec.module}_op"),
         "parameters": [f"{i.name}: {_ANNOTATIONS[i.type]}" for i in spec.inputs],
     }
 
 
 def _fused_context(
-    derived: Derived, names: _BackwardNames, printer: TorchPrinter
+    derived: Derived, names: _BackwardNames, printer: TorchPrinter, namer: Namer
 ) -> dict[str, Any]:
     """Names for fused mode: the compiled bodies and what the backward body reads."""
-    taken = Namer(derived.names)
     arguments = [
         *(printer.doprint(s) for s in derived.saved_tensors),
         *(i.name for i in derived.saved_numbers),
@@ -507,8 +503,8 @@ def _fused_context(
         *names.need.values(),
     ]
     return {
-        "compiled": taken.fresh("_compiled"),
-        "use_compiled": taken.fresh("_use_compiled"),
+        "compiled": namer.fresh("_compiled"),
+        "use_compiled": namer.fresh("_use_compiled"),
         "arguments": arguments,
     }
 
@@ -521,17 +517,18 @@ def _has_jvp(derived: Derived) -> bool:
     return any(t is not None and t != 0 for t in jvp.outputs)
 
 
-def _jvp_context(derived: Derived, printer: TorchPrinter, names: _BackwardNames) -> dict[str, Any]:
+def _jvp_context(
+    derived: Derived, printer: TorchPrinter, names: _BackwardNames, namer: Namer
+) -> dict[str, Any]:
     """The jvp staticmethod: tangent parameters, statements and the output tangents."""
     jvp = derived.jvp
     if jvp is None or not _has_jvp(derived):
         return {"jvp": None}
-    taken = Namer(derived.names)
     parameters = [
-        printer.doprint(t) if t is not None else taken.fresh(f"_tangent_{i.name}")
+        printer.doprint(t) if t is not None else namer.fresh(f"_tangent_{i.name}")
         for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
     ]
-    shapes = [taken.fresh(f"{o.name}_shape") for o in derived.outputs]
+    shapes = [namer.fresh(f"{o.name}_shape") for o in derived.outputs]
     returns = [
         (
             "None"
@@ -550,20 +547,24 @@ def _jvp_context(derived: Derived, printer: TorchPrinter, names: _BackwardNames)
             "filled": [printer.doprint(t) for t in jvp.tangents if t is not None],
         },
         "output_shapes_attribute": names.output_shapes_attribute,
-        "traceable_class": taken.fresh(f"_{derived.spec.name}Traceable"),
+        "traceable_class": namer.fresh(f"_{derived.spec.name}Traceable"),
     }
 
 
-def _shape_fact_code(fact: sympy.Basic, derived: Derived, names: _BackwardNames) -> str:
-    """Python computing a `ShapeFact` from the input shapes (see symgrad.reductions)."""
+def _shape_fact_lines(
+    derived: Derived, printer: TorchPrinter, helpers: Mapping[str, str]
+) -> list[str]:
+    """`name = ...` computing each `ShapeFact` from the input shapes (symgrad.reductions)."""
     definitions = {a.target: a.expr for a in derived.forward}
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
-    shape = reductions.shape_of(fact.args[0], definitions, tensors)
-    code = _shape_code(shape, names.helpers)
-    if isinstance(fact, reductions.Count):
-        dims = "None" if fact.dims is None else repr(fact.dims)
-        return f"{names.helpers['count']}({code}, {dims})"
-    return code
+    lines = []
+    for fact in derived.shape_facts:
+        code = _shape_code(reductions.shape_of(fact.expr.args[0], definitions, tensors), helpers)
+        if isinstance(fact.expr, reductions.Count):
+            dims = "None" if fact.expr.dims is None else repr(fact.expr.dims)
+            code = f"{helpers['count']}({code}, {dims})"
+        lines.append(f"{printer.doprint(fact.target)} = {code}")
+    return lines
 
 
 def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> str:
@@ -761,7 +762,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
         "uses_math": printer.uses_math,
         "has_gradients": any(part.gradients for part in derived.backward),
         "fused": spec.mode == "fused",
-        "custom_op": _custom_op_context(derived) if spec.custom_op else None,
+        "custom_op": _custom_op_context(derived, Namer(derived.names)) if spec.custom_op else None,
         "has_jvp": _has_jvp(derived),
         "test_doc": _docstring(
             f"Check {spec.name} with gradcheck and against autograd of the plain formula.",

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite generated/ from examples/ instead of comparing",
     )
+
+
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A function's outputs as a tuple, for one output or several."""
+    return value if isinstance(value, tuple) else (value,)
 
 
 def load_generated(name: str) -> ModuleType:

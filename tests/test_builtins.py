@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.nn import functional as F  # noqa: N812
 
-from tests.conftest import load_generated
+from tests.conftest import as_tuple, load_generated
 
 Builtin = Callable[..., Any]
 
@@ -103,15 +103,11 @@ def _inputs(
     return inputs
 
 
-def _as_tuple(value: Any) -> tuple[torch.Tensor, ...]:
-    return value if isinstance(value, tuple) else (value,)
-
-
 def _values_and_grads(
     function: Builtin, inputs: list[torch.Tensor]
 ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """The outputs, and the gradient of a fixed random weighting of them, per input."""
-    outputs = _as_tuple(function(*inputs))
+    outputs = as_tuple(function(*inputs))
     generator = torch.Generator().manual_seed(1)
     weights = [torch.randn(o.shape, generator=generator, dtype=torch.float64) for o in outputs]
     total = sum((o * w.to(o)).sum() for o, w in zip(outputs, weights, strict=True))
