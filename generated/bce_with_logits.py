@@ -31,8 +31,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -84,22 +86,33 @@ class BCEWithLogits(torch.autograd.Function):
         ctx.save_for_forward(x, t)
         ctx.output_shapes = (loss.shape,)
         _t0 = _count(torch.broadcast_shapes(t.shape, x.shape), None)
-        ctx.shape_facts = (_t0,)
+        _t1 = x.shape
+        _t2 = torch.broadcast_shapes(t.shape, x.shape)
+        _t3 = t.shape
+        ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, t = ctx.saved_tensors
-        (_t0,) = ctx.shape_facts
+        _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_t = ctx.needs_input_grad
         grad_x = grad_t = None
         if need_x or need_t:
-            _t1 = -x
-            _t2 = grad_loss / _t0
+            _t4 = -x
+            _t5 = grad_loss / _t0
         if need_x:
-            grad_x = -_t2 * (t * torch.sigmoid(_t1) + (-1 + t) * torch.sigmoid(x))
+            grad_x = _sum_to(
+                -_t5 * (t * torch.sigmoid(_t4) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
+            )
         if need_t:
-            grad_t = _t2 * (
-                -torch.nn.functional.logsigmoid(x) + torch.nn.functional.logsigmoid(_t1)
+            grad_t = _sum_to(
+                _t5
+                * (
+                    -torch.nn.functional.logsigmoid(x)
+                    + torch.nn.functional.logsigmoid(_t4)
+                ),
+                _t3,
+                _t2,
             )
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_t, t.shape)
 
@@ -109,11 +122,11 @@ class BCEWithLogits(torch.autograd.Function):
         x, t = ctx.saved_tensors
         (loss_shape,) = ctx.output_shapes
         tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
-        _t3 = -x
+        _t6 = -x
         tangent_loss = torch.mean(
-            tangent_t * torch.nn.functional.logsigmoid(_t3)
+            tangent_t * torch.nn.functional.logsigmoid(_t6)
             - tangent_t * torch.nn.functional.logsigmoid(x)
-            - t * tangent_x * torch.sigmoid(_t3)
+            - t * tangent_x * torch.sigmoid(_t6)
             - tangent_x * (-1 + t) * torch.sigmoid(x)
         )
         return _expand_to(tangent_loss, loss_shape)

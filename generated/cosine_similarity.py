@@ -9,22 +9,24 @@ Forward:
         eps))
 
 Derivatives:
-    grad_a from y = b*unsqueeze(sum(grad_y/(where(sqrt(sum(a**2, dim=-1)) > eps,
-        sqrt(sum(a**2, dim=-1)), where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 +
-        sqrt(sum(a**2, dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2,
-        dim=-1)), where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
-        dim=-1))/2))), dim=-1), -1) + 2*a*unsqueeze(sum((where(sqrt(sum(a**2, dim=-1)) <
-        eps, 0, where(sqrt(sum(a**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
+    grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) < eps, 0,
+        where(sqrt(sum(a**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
         dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2, ...
-    grad_b from y = a*unsqueeze(sum(grad_y/(where(sqrt(sum(a**2, dim=-1)) > eps,
-        sqrt(sum(a**2, dim=-1)), where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 +
-        sqrt(sum(a**2, dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2,
-        dim=-1)), where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
-        dim=-1))/2))), dim=-1), -1) + 2*b*unsqueeze(sum((where(sqrt(sum(b**2, dim=-1)) <
-        eps, 0, where(sqrt(sum(b**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
+        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2,
+        dim=-1))/2))**2*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2, dim=-1)),
+        where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
+        dim=-1))/2)))))/2 + where(sqrt(sum(a**2, dim=-1)) > eps, -grad_y*sum(a*b,
         dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2, ...
+        where(sqrt(sum(a**2, dim=-1)) < eps, ...
+    grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) < eps, 0,
+        where(sqrt(sum(b**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
+        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
+        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2,
+        dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2, dim=-1)),
+        where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
+        dim=-1))/2))**2)))/2 + where(sqrt(sum(b**2, dim=-1)) > eps, -grad_y*sum(a*b,
+        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
+        where(sqrt(sum(a**2, dim=-1)) < eps, ...
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -112,12 +116,22 @@ class CosineSimilarity(torch.autograd.Function):
         ctx.numbers = (eps,)
         ctx.save_for_forward(a, b, sum0, sum1, sum2)
         ctx.output_shapes = (y.shape, sum0.shape, sum1.shape, sum2.shape)
-        _t0 = _reduced_shape(a.shape, (-1,), keepdim=False)
-        _t1 = _reduced_shape(b.shape, (-1,), keepdim=False)
-        _t2 = _reduced_shape(
+        _t0 = a.shape
+        _t1 = _reduced_shape(a.shape, (-1,), keepdim=False)
+        _t2 = torch.broadcast_shapes(
+            _reduced_shape(
+                torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
+            ),
+            _reduced_shape(a.shape, (-1,), keepdim=False),
+            _reduced_shape(b.shape, (-1,), keepdim=False),
+        )
+        _t3 = torch.broadcast_shapes(a.shape, b.shape)
+        _t4 = b.shape
+        _t5 = _reduced_shape(b.shape, (-1,), keepdim=False)
+        _t6 = _reduced_shape(
             torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
         )
-        ctx.shape_facts = (_t0, _t1, _t2)
+        ctx.shape_facts = (_t0, _t1, _t2, _t3, _t4, _t5, _t6)
 
     @staticmethod
     def backward(
@@ -129,56 +143,58 @@ class CosineSimilarity(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         a, b, sum0, sum1, sum2 = ctx.saved_tensors
         (eps,) = ctx.numbers
-        _t0, _t1, _t2 = ctx.shape_facts
+        _t0, _t1, _t2, _t3, _t4, _t5, _t6 = ctx.shape_facts
         need_a, need_b, _ = ctx.needs_input_grad
         grad_a = grad_b = None
         if need_a:
-            _t3 = 2 * a
+            _t7 = 2 * a
         if need_b:
-            _t4 = 2 * b
+            _t8 = 2 * b
         if grad_y is not None:
             if need_a or need_b:
-                _t5 = torch.sqrt(sum1)
-                _t6 = _t5 > eps
-                _t7 = _t5 < eps
-                _t8 = eps / 2
-                _t9 = torch.where(_t6, _t5, torch.where(_t7, eps, _t8 + _t5 / 2))
-                _t10 = torch.sqrt(sum0)
-                _t11 = _t10 > eps
-                _t12 = _t10 < eps
-                _t13 = torch.where(_t11, _t10, torch.where(_t12, eps, _t8 + _t10 / 2))
-                _t14 = 1 / _t13 * grad_y
-                _t15 = 1 / _t9
-                _t16 = _sum_to(_t15 * _t14, _t2).unsqueeze(-1)
+                _t9 = torch.sqrt(sum1)
+                _t10 = _t9 > eps
+                _t11 = _t9 < eps
+                _t12 = eps / 2
+                _t13 = torch.where(_t10, _t9, torch.where(_t11, eps, _t12 + _t9 / 2))
+                _t14 = torch.sqrt(sum0)
+                _t15 = _t14 > eps
+                _t16 = _t14 < eps
+                _t17 = torch.where(_t15, _t14, torch.where(_t16, eps, _t12 + _t14 / 2))
+                _t18 = 1 / _t17 * grad_y
+                _t19 = 1 / _t13
+                _t20 = _sum_to(_t19 * _t18, _t6, _t2).unsqueeze(-1)
             if need_a:
-                _t17 = (-_t15 * sum2 / _t13**2) * grad_y
-                _t18 = torch.where(_t11, 0, _t17)
-                _t19 = torch.where(_t12, 0, _t18) / 2 + torch.where(_t11, _t17, 0)
+                _t21 = (-_t19 * sum2 / _t17**2) * grad_y
+                _t22 = torch.where(_t15, 0, _t21)
+                _t23 = torch.where(_t16, 0, _t22) / 2 + torch.where(_t15, _t21, 0)
                 grad_a = _accumulate(
                     grad_a,
-                    _t3 * _sum_to(1 / (2 * _t10) * _t19, _t0).unsqueeze(-1) + _t16 * b,
+                    _t7 * _sum_to(1 / (2 * _t14) * _t23, _t1, _t2).unsqueeze(-1)
+                    + _sum_to(_t20 * b, _t0, _t3),
                 )
             if need_b:
-                _t20 = (-sum2 / _t9**2) * _t14
-                _t21 = torch.where(_t6, 0, _t20)
-                _t22 = torch.where(_t7, 0, _t21) / 2 + torch.where(_t6, _t20, 0)
+                _t24 = (-sum2 / _t13**2) * _t18
+                _t25 = torch.where(_t10, 0, _t24)
+                _t26 = torch.where(_t11, 0, _t25) / 2 + torch.where(_t10, _t24, 0)
                 grad_b = _accumulate(
                     grad_b,
-                    _t4 * _sum_to(1 / (2 * _t5) * _t22, _t1).unsqueeze(-1) + _t16 * a,
+                    _t8 * _sum_to(1 / (2 * _t9) * _t26, _t5, _t2).unsqueeze(-1)
+                    + _sum_to(_t20 * a, _t4, _t3),
                 )
         if grad_sum0 is not None:
             if need_a:
-                grad_a = _accumulate(grad_a, _t3 * grad_sum0.unsqueeze(-1))
+                grad_a = _accumulate(grad_a, _t7 * grad_sum0.unsqueeze(-1))
         if grad_sum1 is not None:
             if need_b:
-                grad_b = _accumulate(grad_b, _t4 * grad_sum1.unsqueeze(-1))
+                grad_b = _accumulate(grad_b, _t8 * grad_sum1.unsqueeze(-1))
         if grad_sum2 is not None:
             if need_a or need_b:
-                _t23 = grad_sum2.unsqueeze(-1)
+                _t27 = grad_sum2.unsqueeze(-1)
             if need_a:
-                grad_a = _accumulate(grad_a, _t23 * b)
+                grad_a = _accumulate(grad_a, _sum_to(_t27 * b, _t0, _t3))
             if need_b:
-                grad_b = _accumulate(grad_b, _t23 * a)
+                grad_b = _accumulate(grad_b, _sum_to(_t27 * a, _t4, _t3))
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
     @staticmethod
@@ -188,32 +204,32 @@ class CosineSimilarity(torch.autograd.Function):
         (eps,) = ctx.numbers
         y_shape, sum0_shape, sum1_shape, sum2_shape = ctx.output_shapes
         tangent_a, tangent_b = _fill_tangents(tangent_a, tangent_b)
-        _t24 = torch.sqrt(sum0)
-        _t25 = _t24 > eps
-        _t26 = _t24 < eps
-        _t27 = eps / 2
-        _t28 = torch.where(_t25, _t24, torch.where(_t26, eps, _t27 + _t24 / 2))
-        _t29 = 1 / _t28
-        _t30 = torch.sqrt(sum1)
-        _t31 = _t30 > eps
-        _t32 = _t30 < eps
-        _t33 = torch.where(_t31, _t30, torch.where(_t32, eps, _t27 + _t30 / 2))
-        _t34 = 1 / _t33
+        _t28 = torch.sqrt(sum0)
+        _t29 = _t28 > eps
+        _t30 = _t28 < eps
+        _t31 = eps / 2
+        _t32 = torch.where(_t29, _t28, torch.where(_t30, eps, _t31 + _t28 / 2))
+        _t33 = 1 / _t32
+        _t34 = torch.sqrt(sum1)
+        _t35 = _t34 > eps
+        _t36 = _t34 < eps
+        _t37 = torch.where(_t35, _t34, torch.where(_t36, eps, _t31 + _t34 / 2))
+        _t38 = 1 / _t37
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
         tangent_sum1 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sum2 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
-        _t35 = tangent_sum1 / _t30
-        _t36 = tangent_sum0 / _t24
+        _t39 = tangent_sum1 / _t34
+        _t40 = tangent_sum0 / _t28
         tangent_y = (
-            _t29 * _t34 * tangent_sum2
-            - _t29
+            _t33 * _t38 * tangent_sum2
+            - _t33
             * sum2
-            * torch.where(_t31, _t35 / 2, torch.where(_t32, 0, _t35 / 4))
-            / _t33**2
-            - _t34
+            * torch.where(_t35, _t39 / 2, torch.where(_t36, 0, _t39 / 4))
+            / _t37**2
+            - _t38
             * sum2
-            * torch.where(_t25, _t36 / 2, torch.where(_t26, 0, _t36 / 4))
-            / _t28**2
+            * torch.where(_t29, _t40 / 2, torch.where(_t30, 0, _t40 / 4))
+            / _t32**2
         )
         return (
             _expand_to(tangent_y, y_shape),

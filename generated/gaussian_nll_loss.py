@@ -31,8 +31,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -83,26 +85,30 @@ class GaussianNLLLoss(torch.autograd.Function):
         ctx.save_for_forward(x, target, var)
         ctx.output_shapes = (loss.shape,)
         _t0 = _count(torch.broadcast_shapes(target.shape, var.shape, x.shape), None)
-        ctx.shape_facts = (_t0,)
+        _t1 = x.shape
+        _t2 = torch.broadcast_shapes(target.shape, var.shape, x.shape)
+        _t3 = target.shape
+        _t4 = var.shape
+        ctx.shape_facts = (_t0, _t1, _t2, _t3, _t4)
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, target, var = ctx.saved_tensors
-        (_t0,) = ctx.shape_facts
+        _t0, _t1, _t2, _t3, _t4 = ctx.shape_facts
         need_x, need_target, need_var = ctx.needs_input_grad
         grad_x = grad_target = grad_var = None
         if need_x or need_target or need_var:
-            _t1 = x - target
-            _t2 = 1 / var
-            _t3 = _t2 * grad_loss / _t0
+            _t5 = x - target
+            _t6 = 1 / var
+            _t7 = _t6 * grad_loss / _t0
         if need_x or need_target:
-            _t4 = _t1 * _t3
+            _t8 = _t5 * _t7
         if need_x:
-            grad_x = _t4
+            grad_x = _sum_to(_t8, _t1, _t2)
         if need_target:
-            grad_target = -_t4
+            grad_target = _sum_to(-_t8, _t3, _t2)
         if need_var:
-            grad_var = 0.5 * _t3 * (1 - _t2 * _t1**2)
+            grad_var = _sum_to(0.5 * _t7 * (1 - _t6 * _t5**2), _t4, _t2)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_target, target.shape),
@@ -114,14 +120,19 @@ class GaussianNLLLoss(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, target, var = ctx.saved_tensors
         (loss_shape,) = ctx.output_shapes
+        _t0, _t1, _t2, _t3, _t4 = ctx.shape_facts
         tangent_x, tangent_target, tangent_var = _fill_tangents(
             tangent_x, tangent_target, tangent_var
         )
-        _t5 = 0.5 / var
+        _t9 = 0.5 / var
         tangent_loss = torch.mean(
-            _t5 * tangent_var
-            + _t5 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
-            - 0.5 * tangent_var * (x - target) ** 2 / var**2
+            _sum_to(
+                _t9 * tangent_var
+                + _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
+                - 0.5 * tangent_var * (x - target) ** 2 / var**2,
+                _t2,
+                _t2,
+            )
         )
         return _expand_to(tangent_loss, loss_shape)
 

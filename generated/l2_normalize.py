@@ -12,7 +12,7 @@ Forward:
 Derivatives:
     grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*x/(2*norm**3), dim=-1,
         keepdim=True)
-    grad_x from norm = 2*x*sum(grad_norm/(2*norm), dim=-1, keepdim=True)
+    dnorm/dx = x/norm
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -95,29 +97,29 @@ class L2Normalize(torch.autograd.Function):
         ctx.save_for_forward(x, norm)
         ctx.output_shapes = (unit.shape, norm.shape)
         _t0 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        ctx.shape_facts = (_t0,)
+        _t1 = x.shape
+        ctx.shape_facts = (_t0, _t1)
 
     @staticmethod
     def backward(
         ctx: Any, grad_unit: torch.Tensor | None, grad_norm: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         x, norm = ctx.saved_tensors
-        (_t0,) = ctx.shape_facts
+        _t0, _t1 = ctx.shape_facts
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t1 = 1 / norm
-            _t2 = 2 * x
+            _t2 = 1 / norm
         if grad_unit is not None:
             if need_x:
                 grad_x = _accumulate(
                     grad_x,
-                    _t1 * grad_unit
-                    + _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0) * _t2,
+                    _t2 * grad_unit
+                    + 2 * _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0, _t1) * x,
                 )
         if grad_norm is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _sum_to(_t1 / 2 * grad_norm, _t0) * _t2)
+                grad_x = _accumulate(grad_x, _t2 * grad_norm * x)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

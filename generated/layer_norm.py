@@ -34,8 +34,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -109,7 +111,8 @@ class LayerNorm(torch.autograd.Function):
         ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        ctx.shape_facts = (_t0, _t1)
+        _t2 = x.shape
+        ctx.shape_facts = (_t0, _t1, _t2)
 
     @staticmethod
     def backward(
@@ -119,24 +122,26 @@ class LayerNorm(torch.autograd.Function):
         grad_rstd: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
         x, y, mu, rstd = ctx.saved_tensors
-        _t0, _t1 = ctx.shape_facts
+        _t0, _t1, _t2 = ctx.shape_facts
         need_x, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t2 = 1 / _t0
-            xc = x - mu
-            _t3 = 2 * _t2 * xc
+            _t3 = 1 / _t0
+            _t4 = rstd**2 * y
         if grad_y is not None:
             if need_x:
-                _t4 = _sum_to((-(rstd**2) / 2) * grad_y * y, _t1) * _t3 + rstd * grad_y
-                grad_x = _accumulate(grad_x, _t4 + _t2 * _sum_to(-_t4, _t1))
+                xc = x - mu
+                _t5 = (
+                    rstd * grad_y + 2 * _t3 * _sum_to(-_t4 * grad_y / 2, _t1, _t2) * xc
+                )
+                grad_x = _accumulate(grad_x, _t5 + _t3 * _sum_to(-_t5, _t1, _t2))
         if grad_mu is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t2 * grad_mu)
+                grad_x = _accumulate(grad_x, _t3 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t5 = _sum_to((-(rstd**3) / 2) * grad_rstd, _t1) * _t3
-                grad_x = _accumulate(grad_x, _t5 + _t2 * _sum_to(-_t5, _t1))
+                _t6 = _t3 * _t4 * grad_rstd
+                grad_x = _accumulate(grad_x, -_t6 + _t3 * _sum_to(_t6, _t1, _t2))
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod

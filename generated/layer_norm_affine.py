@@ -11,10 +11,11 @@ Forward:
     y = b + rstd*w*xc
 
 Derivatives:
-    grad_x from y = sum(-grad_y*rstd*w - 2*xc*sum(-grad_y*w*xc*rstd**3/2, dim=-1,
-        keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x, dim=[-1]) +
-        grad_y*rstd*w + 2*xc*sum(-grad_y*w*xc*rstd**3/2, dim=-1,
-        keepdim=True)/numel(xc**2, dim=[-1])
+    grad_x from y = sum(-sum_to(grad_y*rstd*w, xc) - 2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
+        mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]), dim=-1,
+        keepdim=True)/numel(x, dim=[-1]) + 2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
+        mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]) +
+        sum_to(grad_y*rstd*w, xc)
     dy/dw = rstd*xc
     dy/db = 1
 """
@@ -36,8 +37,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -114,7 +117,9 @@ class LayerNormAffine(torch.autograd.Function):
         ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        ctx.shape_facts = (_t0, _t1)
+        _t2 = x.shape
+        _t3 = torch.broadcast_shapes(b.shape, w.shape, x.shape)
+        ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
     def backward(
@@ -125,32 +130,34 @@ class LayerNormAffine(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         x, w, mu, rstd = ctx.saved_tensors
         (b_shape,) = ctx.input_shapes
-        _t0, _t1 = ctx.shape_facts
+        _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_w, need_b, _ = ctx.needs_input_grad
         grad_x = grad_w = grad_b = None
         if need_x or need_w:
             xc = x - mu
         if need_x:
-            _t2 = 1 / _t0
-            _t3 = rstd**3 / 2
-            _t4 = 2 * _t2 * xc
+            _t4 = rstd**3
+            _t5 = 1 / _t0
+            _t6 = _t5 * xc
         if grad_y is not None:
             if need_x or need_w:
-                _t5 = rstd * grad_y
+                _t7 = rstd * grad_y
             if need_x:
-                _t6 = _t5 * w + _sum_to((-_t3) * grad_y * w * xc, _t1) * _t4
-                grad_x = _accumulate(grad_x, _t6 + _t2 * _sum_to(-_t6, _t1))
+                _t8 = 2 * _sum_to(
+                    (-_t4 / 2) * grad_y * w * xc, _t1, _t3
+                ) * _t6 + _sum_to(_t7 * w, _t2, _t3)
+                grad_x = _accumulate(grad_x, _t8 + _t5 * _sum_to(-_t8, _t1, _t2))
             if need_w:
-                grad_w = _accumulate(grad_w, _t5 * xc)
+                grad_w = _accumulate(grad_w, _t7 * xc)
             if need_b:
                 grad_b = _accumulate(grad_b, grad_y)
         if grad_mu is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t2 * grad_mu)
+                grad_x = _accumulate(grad_x, _t5 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t7 = _sum_to((-_t3) * grad_rstd, _t1) * _t4
-                grad_x = _accumulate(grad_x, _t7 + _t2 * _sum_to(-_t7, _t1))
+                _t9 = _t4 * _t6 * grad_rstd
+                grad_x = _accumulate(grad_x, -_t9 + _t5 * _sum_to(_t9, _t1, _t2))
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_w, w.shape),

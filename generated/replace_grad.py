@@ -75,7 +75,7 @@ class ReplaceGrad(torch.autograd.Function):
         tangent_forward_value, tangent_backward_value = _fill_tangents(
             tangent_forward_value, tangent_backward_value
         )
-        return _expand_to(tangent_backward_value, y_shape)
+        return _expand_to(tangent_backward_value, y_shape).view(y_shape)
 
 
 class _ReplaceGradTraceable(ReplaceGrad):

@@ -9,8 +9,8 @@ Forward:
     y = r*w*x
 
 Derivatives:
-    grad_x from y = grad_y*r*w + 2*x*sum(-grad_y*y*r**2/2, dim=-1,
-        keepdim=True)/numel(x**2, dim=[-1])
+    grad_x from y = 2*x*sum_to(-grad_y*y*r**2/2, mean(x**2, dim=-1,
+        keepdim=True))/numel(x**2, dim=[-1]) + sum_to(grad_y*r*w, x)
     dy/dw = r*x
 """
 
@@ -31,8 +31,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
-def _sum_to(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Sum `value` over the dimensions it was broadcast along, back to `shape`."""
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """`value` broadcast over `frame`, then summed back to `shape`."""
+    if value.shape != frame:
+        value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
@@ -104,30 +106,34 @@ class RMSNormOp(torch.autograd.Function):
         ctx.output_shapes = (y.shape, r.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        ctx.shape_facts = (_t0, _t1)
+        _t2 = x.shape
+        _t3 = torch.broadcast_shapes(w.shape, x.shape)
+        ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
     def backward(
         ctx: Any, grad_y: torch.Tensor | None, grad_r: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         x, w, y, r = ctx.saved_tensors
-        _t0, _t1 = ctx.shape_facts
+        _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_w, _ = ctx.needs_input_grad
         grad_x = grad_w = None
         if need_x:
-            _t2 = 2 / _t0 * x
+            _t4 = x / _t0
         if grad_y is not None:
             if need_x or need_w:
-                _t3 = r * grad_y
+                _t5 = r * grad_y
             if need_x:
                 grad_x = _accumulate(
-                    grad_x, _t3 * w + _sum_to((-(r**2) / 2) * grad_y * y, _t1) * _t2
+                    grad_x,
+                    2 * _sum_to((-(r**2) / 2) * grad_y * y, _t1, _t3) * _t4
+                    + _sum_to(_t5 * w, _t2, _t3),
                 )
             if need_w:
-                grad_w = _accumulate(grad_w, _t3 * x)
+                grad_w = _accumulate(grad_w, _t5 * x)
         if grad_r is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _sum_to((-(r**3) / 2) * grad_r, _t1) * _t2)
+                grad_x = _accumulate(grad_x, (-(r**3)) * _t4 * grad_r)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_w, w.shape), None
 
     @staticmethod

@@ -21,10 +21,11 @@ from typing import Any
 
 import sympy
 
-from symgrad import forward_mode, piecewise, reductions, rules, stable
+from symgrad import forward_mode, piecewise, reductions, stable
 from symgrad.derived import Assignment, Derived, Namer, closure, cse, integral_floats
-from symgrad.model import Output, Spec
+from symgrad.model import Input, Output, Spec
 from symgrad.plan import BackwardPlan, ForwardPlan, OutputGradients, plan_backward, plan_jvp
+from symgrad.reverse import ReverseSweep, Term, fit
 
 
 def derive(spec: Spec) -> Derived:
@@ -44,22 +45,31 @@ def derive(spec: Spec) -> Derived:
     guarded = [Assignment(a.target, guard(a.expr)) for a in intermediates]
     by_target = {a.target: a for a in forward}
 
+    definitions = {a.target: a.expr for a in forward}
+    shapes = reductions.Shapes(definitions, {i.symbol for i in spec.tensor_inputs})
+
     def differentiate(output: Output) -> OutputGradients:
         """One output's reverse sweep: its contribution to each input's gradient."""
         base = "residual" if output.symbol in namer.made else output.name
         grad = sympy.Symbol(namer.fresh(f"grad_{base}"), real=True)
-        sweep = _ReverseSweep(active if output.differentiable else set(), namer)
-        sweep.run(guard(by_target[output.symbol].expr), grad, guarded)
-        adjoints = dict(sweep.adjoints)
+        sweep = ReverseSweep(active if output.differentiable else set(), namer, shapes)
+        sweep.run(output.symbol, guard(by_target[output.symbol].expr), grad, guarded)
+        adjoints = {i: sweep.adjoint(i.symbol) for i in spec.differentiable_inputs}
         for item in spec.differentiable_inputs:
             override = spec.override(output, item)
             if override is not None:  # the user's d output / d input replaces ours
-                adjoints[item.symbol] = grad * guard(override.expr)
-        gradients = {
-            i: _simplify_bounded(_reuse_forward_values(adjoints[i.symbol], known_values))
-            for i in spec.differentiable_inputs
-            if adjoints.get(i.symbol, 0) != 0
+                adjoints[item] = Term(grad * guard(override.expr), output.symbol, True)
+        terms = {
+            i: Term(
+                _simplify_bounded(_reuse_forward_values(term.expr, known_values)),
+                term.frame,
+                term.full,
+            )
+            for i, term in adjoints.items()
+            if term is not None and term.expr != 0
         }
+        frames[output.symbol] = terms
+        gradients = {i: term.expr for i, term in terms.items()}
         read = set().union(*(g.free_symbols for g in gradients.values()))
         statements = tuple(
             Assignment(s.target, integral_floats(_reuse_forward_values(s.expr, known_values)))
@@ -68,18 +78,20 @@ def derive(spec: Spec) -> Derived:
         )
         return OutputGradients(output, grad, gradients, statements)
 
+    frames: dict[sympy.Basic, dict[Input, Term]] = {}
     parts = [differentiate(output) for output in spec.outputs]
     residuals = _residuals(spec, intermediates, parts, tensors, differentiate)
     parts += residuals.values()
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
     partials = _partials(parts[: len(spec.outputs)], temporaries)
-    parts, shape_facts = _name_shape_facts(parts, forward, spec, namer)
-    recomputed = [a for a in intermediates if a.target not in residuals]
-    plan = plan_backward(spec, recomputed, parts, namer)
+    parts = _fit_to_inputs(parts, frames, shapes)
     function_outputs = [*spec.outputs, *(part.output for part in residuals.values())]
     reuse = functools.partial(_reuse_forward_values, values=known_values)
     tangents = forward_mode.derive_tangents(spec, forward, function_outputs, guard, reuse, namer)
+    parts, tangents, shape_facts = _name_shape_facts(parts, tangents, forward, spec, namer)
+    recomputed = [a for a in intermediates if a.target not in residuals]
+    plan = plan_backward(spec, recomputed, parts, namer)
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     numbers = {*plan.saved_numbers, *jvp.saved_numbers}
     return Derived(
@@ -98,6 +110,41 @@ def derive(spec: Spec) -> Derived:
         residuals=tuple(part.output for part in residuals.values()),
         shape_facts=shape_facts,
     )
+
+
+def _fit_to_inputs(
+    parts: Sequence[OutputGradients],
+    frames: Mapping[sympy.Basic, Mapping[Input, Term]],
+    shapes: reductions.Shapes,
+) -> list[OutputGradients]:
+    """The parts, with gradient terms summed to their input's shape where needed.
+
+    The emitter adds up the parts of an input's gradient and sums the total to the
+    input's shape once. That is exact when every part has the same frame and the total
+    fills it (Note [Frames of gradient terms] in symgrad.reverse); otherwise each part
+    is summed to the input's shape first.
+    """
+    fitted: dict[tuple[sympy.Basic, Input], sympy.Expr] = {}
+    inputs = {i for part in parts for i in part.gradients}
+    for item in inputs:
+        terms = {
+            p.output.symbol: frames[p.output.symbol][item] for p in parts if item in p.gradients
+        }
+        shape = shapes.of(item.symbol)
+        kinds = {shapes.of(t.frame) for t in terms.values()}
+        if len(kinds) == 1 and (kinds == {shape} or any(t.full for t in terms.values())):
+            continue
+        for output, term in terms.items():
+            fitted[(output, item)] = fit(term, item.symbol, shapes, exact=False).expr
+    return [
+        OutputGradients(
+            part.output,
+            part.grad,
+            {i: fitted.get((part.output.symbol, i), g) for i, g in part.gradients.items()},
+            part.statements,
+        )
+        for part in parts
+    ]
 
 
 def _small_values(
@@ -165,29 +212,37 @@ def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
 
 
 def _name_shape_facts(
-    parts: Sequence[OutputGradients], forward: Sequence[Assignment], spec: Spec, namer: Namer
-) -> tuple[list[OutputGradients], tuple[Assignment, ...]]:
+    parts: Sequence[OutputGradients],
+    tangents: forward_mode.Tangents,
+    forward: Sequence[Assignment],
+    spec: Spec,
+    namer: Namer,
+) -> tuple[list[OutputGradients], forward_mode.Tangents, tuple[Assignment, ...]]:
     """Replace each `ShapeFact` (a mean's divisor, a reduced shape) by a name.
 
     Facts that are equal as functions of the input shapes share a name; the emitter
-    computes each once, from the input shapes.
+    computes each once, from the input shapes, for the backward and the jvp.
     """
-    definitions = {a.target: a.expr for a in forward}
-    tensors = {i.symbol for i in spec.tensor_inputs}
+    shapes = reductions.Shapes(
+        {a.target: a.expr for a in forward}, {i.symbol for i in spec.tensor_inputs}
+    )
     by_key: dict[Any, sympy.Symbol] = {}
     found: dict[sympy.Basic, sympy.Symbol] = {}
     named: list[Assignment] = []
+    expressions: list[sympy.Expr] = []
     for part in parts:
-        for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
-            for fact in sorted(expr.atoms(reductions.ShapeFact), key=sympy.default_sort_key):
-                shape = reductions.shape_of(fact.argument, definitions, tensors)
-                key = (type(fact), shape, fact.args[1:])
-                if key not in by_key:
-                    by_key[key] = namer.temporary()
-                    named.append(Assignment(by_key[key], fact))
-                found[fact] = by_key[key]
+        expressions += [*part.gradients.values(), *(s.expr for s in part.statements)]
+    expressions += [s.expr for s in tangents.statements]
+    expressions += [t for t in tangents.outputs if t is not None]
+    for expr in expressions:
+        for fact in sorted(expr.atoms(reductions.ShapeFact), key=sympy.default_sort_key):
+            key = (type(fact), shapes.of(fact.argument), fact.args[1:])
+            if key not in by_key:
+                by_key[key] = namer.temporary()
+                named.append(Assignment(by_key[key], fact))
+            found[fact] = by_key[key]
     if not found:
-        return list(parts), ()
+        return list(parts), tangents, ()
     renamed = [
         OutputGradients(
             part.output,
@@ -197,7 +252,12 @@ def _name_shape_facts(
         )
         for part in parts
     ]
-    return renamed, tuple(named)
+    renamed_tangents = forward_mode.Tangents(
+        tangents.inputs,
+        tuple(Assignment(s.target, s.expr.xreplace(found)) for s in tangents.statements),
+        tuple(None if t is None else t.xreplace(found) for t in tangents.outputs),
+    )
+    return renamed, renamed_tangents, tuple(named)
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:
@@ -403,139 +463,6 @@ def _simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
         return expr
     candidate = integral_floats(sympy.factor_terms(expr))
     return candidate if sympy.count_ops(candidate) < size else expr
-
-
-# An adjoint larger than this (in sympy operations) is named by a temporary before it is
-# passed on, so that no adjoint repeats a long product: sympy flattens products, and
-# without names each adjoint deep in a chain would copy every factor above it. Small
-# adjoints stay inline, where sympy can still cancel factors (delta**2 / delta**2).
-_INLINE_ADJOINT_OPS = 24
-# A product with more active factors than this gets prefix and suffix products, so
-# that its partials (each the product of all other factors) cost linear, not quadratic.
-_DIRECT_PRODUCT_FACTORS = 3
-
-
-class _ReverseSweep:
-    """One reverse sweep: adjoints of the forward's symbols for one output."""
-
-    def __init__(self, active: set[sympy.Basic], namer: Namer) -> None:
-        self.active = active
-        self.namer = namer
-        # Named adjoints and partial products, in the order they must be computed.
-        self.statements: list[Assignment] = []
-        self.adjoints: dict[sympy.Basic, sympy.Expr] = {}
-        # The output's incoming gradient, in the shape of the output.
-        self.seed: sympy.Expr | None = None
-
-    def run(
-        self, output_expr: sympy.Expr, seed: sympy.Expr, intermediates: Sequence[Assignment]
-    ) -> None:
-        self.seed = seed
-        self.backpropagate(output_expr, seed)
-        for assignment in reversed(intermediates):
-            adjoint = self.adjoints.pop(assignment.target, None)
-            if adjoint is not None and assignment.target in self.active:
-                self.backpropagate(assignment.expr, adjoint)
-
-    def name(self, expr: sympy.Expr) -> sympy.Expr:
-        """`expr`, or a temporary holding it when it is large."""
-        if expr.is_Atom or sympy.count_ops(expr) <= _INLINE_ADJOINT_OPS:
-            return expr
-        temporary = self.namer.temporary()
-        self.statements.append(Assignment(temporary, expr))
-        return temporary
-
-    def backpropagate(self, expr: sympy.Expr, seed: sympy.Expr) -> None:
-        """Add seed * d expr / d symbol into `adjoints` for every active symbol in `expr`."""
-        order = _active_nodes(expr, self.active)
-        if not order:
-            return
-        node_adjoints: dict[sympy.Basic, sympy.Expr] = {expr: seed}
-        for node in reversed(order):
-            adjoint = node_adjoints.pop(node, None)
-            if adjoint is None:
-                continue
-            if node.is_Symbol:
-                self.adjoints[node] = self.adjoints.get(node, sympy.Integer(0)) + adjoint
-                continue
-            adjoint = self.name(adjoint)
-            if isinstance(node, reductions.Reduction):
-                arg = node.argument
-                if node is not expr or seed is not self.seed:
-                    # Sum back what broadcasting spread the reduced value over.
-                    adjoint = reductions.SumTo(adjoint, reductions.ShapeOf(node))
-                spread = reductions.argument_adjoint(node, adjoint)
-                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + spread
-                continue
-            if isinstance(node, reductions.Normalization):
-                arg = node.argument
-                spread = reductions.normalization_adjoint(node, adjoint)
-                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + spread
-                continue
-            if isinstance(node, piecewise.Where):
-                self.backpropagate_where(node, adjoint, order, node_adjoints)
-                continue
-            for index, partial in self.partials(node, order):
-                arg = node.args[index]
-                node_adjoints[arg] = node_adjoints.get(arg, sympy.Integer(0)) + adjoint * partial
-
-    def backpropagate_where(
-        self,
-        node: piecewise.Where,
-        adjoint: sympy.Expr,
-        order: Mapping[sympy.Basic, None],
-        node_adjoints: dict[sympy.Basic, sympy.Expr],
-    ) -> None:
-        """The adjoint goes to the branch the condition selects: where(c, adjoint, 0)."""
-        cond, taken, untaken = node.args
-        zero = sympy.Integer(0)
-        for branch, masked in (
-            (taken, piecewise.where(cond, adjoint, zero)),
-            (untaken, piecewise.where(cond, zero, adjoint)),
-        ):
-            if branch in order:
-                node_adjoints[branch] = node_adjoints.get(branch, zero) + masked
-
-    def partials(
-        self, node: sympy.Basic, order: Mapping[sympy.Basic, None]
-    ) -> list[tuple[int, sympy.Expr]]:
-        """(index, d node / d arg) for each active argument of `node`."""
-        indices = [i for i, arg in enumerate(node.args) if arg in order]
-        if isinstance(node, sympy.Mul) and len(indices) > _DIRECT_PRODUCT_FACTORS:
-            return self.product_partials(node.args, indices)
-        return [(i, rules.local_partial(node, i)) for i in indices]
-
-    def product_partials(
-        self, factors: tuple[sympy.Basic, ...], indices: list[int]
-    ) -> list[tuple[int, sympy.Expr]]:
-        """Partials of a product through prefix and suffix products: linear in its size."""
-        prefixes: list[sympy.Expr] = [sympy.Integer(1)]
-        for factor in factors[:-1]:
-            prefixes.append(self.name(prefixes[-1] * factor))
-        suffixes: list[sympy.Expr] = [sympy.Integer(1)]
-        for factor in reversed(factors[1:]):
-            suffixes.append(self.name(factor * suffixes[-1]))
-        suffixes.reverse()
-        return [(i, prefixes[i] * suffixes[i]) for i in indices]
-
-
-def _active_nodes(expr: sympy.Expr, active: set[sympy.Symbol]) -> dict[sympy.Basic, None]:
-    """The distinct subtrees of `expr` that depend on an active symbol, children first."""
-    order: dict[sympy.Basic, None] = {}
-    visited: set[sympy.Basic] = set()
-    stack: list[tuple[sympy.Basic, bool]] = [(expr, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            if node in active or any(arg in order for arg in node.args):
-                order[node] = None
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        stack.extend((arg, False) for arg in reversed(node.args))
-    return order
 
 
 def _tensor_symbols(

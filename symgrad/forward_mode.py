@@ -49,9 +49,15 @@ def derive_tangents(
             symbol = sympy.Symbol(namer.fresh(f"tangent_{item.name}"), real=True)
             tangent_of[item.symbol] = symbol
         inputs.append(symbol)
+    # An input's tangent, where given, has the input's shape (forward AD requires it).
+    shapes = reductions.Shapes(
+        {a.target: a.expr for a in forward},
+        {i.symbol for i in spec.tensor_inputs},
+        aliases={t: i for i, t in tangent_of.items()},
+    )
     statements: list[Assignment] = []
     for assignment in forward:
-        tangent = reuse(_tangent(guard(assignment.expr), tangent_of))
+        tangent = reuse(_tangent(guard(assignment.expr), tangent_of, shapes))
         if tangent == 0:
             continue
         if tangent.is_Symbol:
@@ -67,7 +73,7 @@ def derive_tangents(
             continue
         overridden = [o for o in spec.overrides if o.output == output]
         if overridden:
-            results.append(_overridden_tangent(spec, output, tangent_of, guard, reuse))
+            results.append(_overridden_tangent(spec, output, tangent_of, guard, reuse, shapes))
         else:
             results.append(tangent_of.get(output.symbol, sympy.Integer(0)))
     return Tangents(tuple(inputs), tuple(statements), tuple(results))
@@ -79,6 +85,7 @@ def _overridden_tangent(
     tangent_of: Mapping[sympy.Basic, sympy.Expr],
     guard: Rewrite,
     reuse: Rewrite,
+    shapes: reductions.Shapes,
 ) -> sympy.Expr:
     """The tangent along the user's derivatives (`gradients:`), as the backward uses them.
 
@@ -92,16 +99,32 @@ def _overridden_tangent(
     held = {o.input.symbol for o in spec.overrides if o.output == output}
     inputs = {i.symbol for i in spec.inputs}
     free = {s: t for s, t in tangent_of.items() if s in inputs and s not in held}
-    tangent = _tangent(guard(expr), free)
+    tangent = _tangent(guard(expr), free, shapes)
     for override in spec.overrides:
         if override.output == output and override.input.symbol in tangent_of:
             tangent += guard(override.expr) * tangent_of[override.input.symbol]
     return reuse(tangent)
 
 
-def _tangent(expr: sympy.Expr, tangent_of: Mapping[sympy.Basic, sympy.Expr]) -> sympy.Expr:
+def _tangent(
+    expr: sympy.Expr, tangent_of: Mapping[sympy.Basic, sympy.Expr], shapes: reductions.Shapes
+) -> sympy.Expr:
     """d expr along the tangents of its symbols (zero for symbols without one)."""
     memo: dict[sympy.Basic, sympy.Expr] = {}
+
+    def in_own_shape(tangent: sympy.Expr, value: sympy.Expr) -> sympy.Expr:
+        """`tangent` expanded to the shape of `value`, before a reduction reads it.
+
+        A tangent can be smaller than its value (the tangent of x + c with c constant
+        has x's shape; a missing input tangent is a 0-d zero, so of a sum of terms only
+        some may be there), and a reduction must see each element it reduces. A tangent
+        whose every term already has the value's shape is left alone.
+        """
+        shape = shapes.of(value)
+        if tangent == 0 or all(shapes.of(term) == shape for term in sympy.Add.make_args(tangent)):
+            return tangent
+        fact = reductions.ShapeOf(value)
+        return reductions.SumTo(tangent, fact, fact)
 
     def visit(node: sympy.Basic) -> sympy.Expr:
         if node in memo:
@@ -115,9 +138,10 @@ def _tangent(expr: sympy.Expr, tangent_of: Mapping[sympy.Basic, sympy.Expr]) -> 
             cond, a, b = node.args
             result = piecewise.where(cond, visit(a), visit(b))
         elif isinstance(node, reductions.Reduction):
-            result = _reduction_tangent(node, visit(node.argument))
+            result = _reduction_tangent(node, in_own_shape(visit(node.argument), node.argument))
         elif isinstance(node, reductions.Normalization):
-            result = _normalization_tangent(node, visit(node.argument))
+            tangent = in_own_shape(visit(node.argument), node.argument)
+            result = _normalization_tangent(node, tangent)
         else:
             result = sympy.Add(
                 *(

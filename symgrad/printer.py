@@ -273,8 +273,8 @@ class TorchPrinter(StrPrinter):
         )
 
     def _print_SumTo(self, expr: reductions.SumTo) -> str:
-        value, shape = (self._print(arg) for arg in expr.args)
-        return f"{self.helpers['sum_to']}({value}, {shape})"
+        value, shape, frame = (self._print(arg) for arg in expr.args)
+        return f"{self.helpers['sum_to']}({value}, {shape}, {frame})"
 
     def _operand(self, expr: sympy.Basic) -> str:
         """`expr` printed so that a method call can follow it: `x`, `f(x)` or `(a + b)`."""

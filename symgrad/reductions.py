@@ -184,10 +184,14 @@ class ShapeOf(ShapeFact):
 
 
 class SumTo(sympy.Function):
-    """`SumTo(value, shape)`: `value` summed over the dimensions it has beyond `shape`.
+    """`SumTo(value, ShapeOf(target), ShapeOf(frame))`: `value` counted once per element of
+    the frame it stands for, then summed back to the target's shape.
 
-    The adjoint of a reduced value arrives in the shape it was broadcast to, and has to
-    be summed back to the value's own shape before it crosses the reduction.
+    A gradient term stands for a value broadcast over its frame (the shape of the
+    expression whose adjoint it is), though it may be smaller itself (a 0-d gradient of
+    a sum). Terms of different frames cannot be added before this sum: the smaller one
+    would be counted once per broadcast row (Note [Frames of gradient terms] in
+    symgrad.derive). With target and frame equal, it only expands `value`.
     """
 
     @classmethod
@@ -196,6 +200,29 @@ class SumTo(sympy.Function):
 
     def _eval_is_extended_real(self) -> bool:
         return True
+
+    @property
+    def value(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+    @property
+    def target(self) -> ShapeOf:
+        result: ShapeOf = self.args[1]
+        return result
+
+
+def summed_reduction(node: SumTo, shapes: Shapes) -> Reduction | None:
+    """The reduction whose dims `node` sums over, where it is exactly such a sum.
+
+    That is when its target is a reduction and its frame the reduction's argument's
+    shape; readable printers then write `sum(v, dim=...)` instead of a shape sum.
+    """
+    target = shapes.definitions.get(node.target.argument, node.target.argument)
+    frame = node.args[2].argument
+    if isinstance(target, Reduction) and shapes.of(frame) == shapes.of(target.argument):
+        return target
+    return None
 
 
 def broadcast_back(node: Reduction, value: sympy.Expr) -> sympy.Expr:
@@ -238,31 +265,54 @@ def shape_of(
     definitions: Mapping[sympy.Basic, sympy.Basic],
     tensors: Collection[sympy.Basic],
 ) -> Shape | None:
-    """The shape of `expr` from the input shapes, or None for a number.
+    """The shape of `expr` from the input shapes, or None for a number (see `Shapes`)."""
+    return Shapes(definitions, tensors).of(expr)
+
+
+class Shapes:
+    """Shapes of expressions as functions of the input shapes, memoized.
 
     `definitions` gives the expression of each forward value, `tensors` the tensor
-    inputs. The result is canonical, so equal shapes compare equal: a reduction with
-    keepdim broadcast against its own argument is the argument's shape.
+    inputs (and any symbol with a known shape, mapped by `aliases` to an expression of
+    that shape). The result is canonical, so equal shapes compare equal: a reduction
+    with keepdim broadcast against its own argument is the argument's shape. Unknown
+    symbols count as numbers, so a shape is never larger than the truth.
     """
-    memo: dict[sympy.Basic, Shape | None] = {}
 
-    def visit(node: sympy.Basic) -> Shape | None:
-        if node in memo:
-            return memo[node]
+    def __init__(
+        self,
+        definitions: Mapping[sympy.Basic, sympy.Basic],
+        tensors: Collection[sympy.Basic],
+        aliases: Mapping[sympy.Basic, sympy.Basic] | None = None,
+    ) -> None:
+        self.definitions = definitions
+        self.tensors = tensors
+        self.aliases = dict(aliases or {})
+        self.memo: dict[sympy.Basic, Shape | None] = {}
+
+    def of(self, node: sympy.Basic) -> Shape | None:
+        if node in self.memo:
+            return self.memo[node]
         result: Shape | None
-        if node in tensors:
+        if node in self.tensors:
             result = ("input", str(node))
-        elif node in definitions:
-            result = visit(definitions[node])
+        elif node in self.definitions:
+            result = self.of(self.definitions[node])
+        elif node in self.aliases:
+            result = self.of(self.aliases[node])
         elif isinstance(node, Reduction):
-            inner = visit(node.argument)
+            inner = self.of(node.argument)
             result = None if inner is None else ("reduced", inner, node.dims, node.keepdim)
+        elif isinstance(node, ShapeFact):
+            result = None
+        elif isinstance(node, SumTo):
+            result = self.of(node.target.argument)
+        elif isinstance(node, Unsqueeze):
+            result = None  # only ever multiplied into a value of its argument's shape
         else:
-            result = _broadcast([s for s in map(visit, node.args) if s is not None])
-        memo[node] = result
+            result = _broadcast([s for s in map(self.of, node.args) if s is not None])
+        self.memo[node] = result
         return result
-
-    return visit(expr)
 
 
 def _broadcast(shapes: list[Shape]) -> Shape | None:

@@ -301,6 +301,9 @@ def _formulas(derived: Derived) -> dict[str, list[str]]:
     spec = derived.spec
     readable = _ReadablePrinter({"order": "none"})
     readable.definitions = {a.target: a.expr for a in derived.forward}
+    readable.shapes = reductions.Shapes(
+        readable.definitions, {i.symbol for i in spec.tensor_inputs}
+    )
     forward = [f"{i.name} = {readable.doprint(i.expr)}" for i in spec.intermediates]
     forward += [f"{o.name} = {readable.doprint(o.expr)}" for o in spec.outputs]
     grads = {part.output.name: part.grad for part in derived.backward}
@@ -341,6 +344,7 @@ class _ReadablePrinter(StrPrinter):
 
     # Forward values by name, to print the shape of a named reduction.
     definitions: Mapping[sympy.Basic, sympy.Basic] = {}
+    shapes = reductions.Shapes({}, ())
 
     def _reduction(self, name: str, argument: str, dims: Any, keepdim: bool) -> str:
         dim = "" if dims is None else f", dim={dims[0] if len(dims) == 1 else list(dims)}"
@@ -357,10 +361,12 @@ class _ReadablePrinter(StrPrinter):
     _print_Softmax = _print_LogSoftmax = _print_Normalization
 
     def _print_SumTo(self, expr: Any) -> str:
-        """sum over what the reduction reduced (SumTo(v, ShapeOf(reduction)))."""
-        value, shape = expr.args
-        reduction = self.definitions.get(shape.argument, shape.argument)
-        return self._reduction("sum", self._print(value), reduction.dims, reduction.keepdim)
+        """A sum to the shape of a value (symgrad.reductions.SumTo), as torch writes it."""
+        value, target = expr.args[:2]
+        reduction = reductions.summed_reduction(expr, self.shapes)
+        if reduction is not None:
+            return self._reduction("sum", self._print(value), reduction.dims, reduction.keepdim)
+        return f"sum_to({self._print(value)}, {self._print(target.argument)})"
 
     def _print_Unsqueeze(self, expr: Any) -> str:
         dims = ", ".join(str(d) for d in expr.dims)
@@ -529,14 +535,22 @@ def _jvp_context(
         for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
     ]
     shapes = [namer.fresh(f"{o.name}_shape") for o in derived.outputs]
+    filled = [printer.doprint(t) for t in jvp.tangents if t is not None]
     returns = [
-        (
-            "None"
-            if t is None or t == 0
-            else f"{names.helpers['expand_to']}({printer.doprint(t)}, {shape})"
-        )
+        _output_tangent(t, shape, filled[0], names.helpers["expand_to"], printer)
         for t, shape in zip(jvp.outputs, shapes, strict=True)
     ]
+    # An output that is a tensor input is returned as a view (_forward_statement); torch
+    # then wants its tangent to be a view too.
+    inputs = {i.symbol for i in derived.spec.tensor_inputs}
+    by_target = {a.target: a.expr for a in derived.forward}
+    returns = [
+        f"{text}.view({shape})" if by_target.get(o.symbol) in inputs and text != "None" else text
+        for text, shape, o in zip(returns, shapes, derived.outputs, strict=True)
+    ]
+    facts = {a.target for a in derived.shape_facts}
+    read = set().union(*(a.expr.free_symbols for a in jvp.statements))
+    read |= set().union(*(t.free_symbols for t in jvp.outputs if t is not None))
     return {
         "jvp": {
             "parameters": parameters,
@@ -544,11 +558,28 @@ def _jvp_context(
             "lines": [_statement(a, printer) for a in jvp.statements],
             "returns": returns,
             "output_shapes": shapes,
-            "filled": [printer.doprint(t) for t in jvp.tangents if t is not None],
+            "filled": filled,
+            "reads_shape_facts": bool(facts & read),
         },
         "output_shapes_attribute": names.output_shapes_attribute,
         "traceable_class": namer.fresh(f"_{derived.spec.name}Traceable"),
     }
+
+
+def _output_tangent(
+    tangent: sympy.Expr | None, shape: str, given: str, expand_to: str, printer: TorchPrinter
+) -> str:
+    """An output's tangent in its shape: zeros where no input tangent reaches it.
+
+    A differentiable output needs a tangent tensor even when it is constant along the
+    inputs (a residual, or an output of inputs without tangents); None is for
+    non-differentiable outputs only.
+    """
+    if tangent is None:
+        return "None"
+    if tangent == 0:
+        return f"{given}.new_zeros({shape})"
+    return f"{expand_to}({printer.doprint(tangent)}, {shape})"
 
 
 def _shape_fact_lines(

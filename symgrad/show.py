@@ -7,7 +7,7 @@ names (`where`, `relu`, `max`, ...) and the user's names verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sympy
@@ -19,7 +19,7 @@ from symgrad.derive import derive
 from symgrad.derived import Derived
 from symgrad.model import Input, Output, Spec
 from symgrad.piecewise import Clamp, Maximum, Minimum, Relu, Where
-from symgrad.reductions import Count, ShapeOf, SumTo, Unsqueeze, reduce
+from symgrad.reductions import Count, Shapes, SumTo, Unsqueeze, reduce, summed_reduction
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"
@@ -150,8 +150,9 @@ def _latex_partials(derived: Derived, printer: _LatexPrinter) -> list[str]:
 def _partials(derived: Derived) -> list[tuple[tuple[str, str], sympy.Expr | None]]:
     """derive()'s partials, with the backward's shape helpers written as a spec would."""
     definitions = {a.target: a.expr for a in derived.forward}
+    shapes = Shapes(definitions, {i.symbol for i in derived.spec.tensor_inputs})
     return [
-        (key, None if expr is None else _readable(expr, definitions))
+        (key, None if expr is None else _readable(expr, shapes))
         for key, expr in derived.partials.items()
     ]
 
@@ -166,20 +167,21 @@ def _is_product(derived: Derived, output: str, expr: sympy.Expr | None) -> bool:
     return expr is not None and any(grad in expr.free_symbols for grad in grads)
 
 
-def _readable(expr: sympy.Expr, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
-    """`expr` with SumTo(v, ShapeOf(reduction)) written as the sum it is."""
+def _readable(expr: sympy.Expr, shapes: Shapes) -> sympy.Expr:
+    """`expr` with each SumTo written as the sum over a reduction's dims, where it is one."""
 
     def as_sum(node: Any) -> Any:
-        value, shape = node.args
-        if not isinstance(shape, ShapeOf):
-            return node
-        reduction = definitions.get(shape.argument, shape.argument)
-        if not hasattr(reduction, "dims"):
-            return node
-        return reduce("sum", value, reduction.dims, reduction.keepdim)
+        reduction = summed_reduction(node, shapes)
+        if reduction is not None:
+            return reduce("sum", node.value, reduction.dims, reduction.keepdim)
+        return _SUM_TO(node.value, node.target.argument)
 
     result: sympy.Expr = expr.replace(lambda node: isinstance(node, SumTo), as_sum)
     return result
+
+
+# `sum_to(v, e)`: v summed over the dimensions it was broadcast along, to the shape of e.
+_SUM_TO = sympy.Function("sum_to")
 
 
 def _latex_notes(derived: Derived) -> list[str]:

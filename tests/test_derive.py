@@ -171,8 +171,32 @@ def sample_inputs(spec: Spec, seed: int) -> dict[str, Any]:
     return values
 
 
+def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
+    """The generated modules' helper (templates/function.py.jinja), for SumTo."""
+    return value.expand(frame).sum_to_size(shape)
+
+
 def evaluate(code: str, namespace: Mapping[str, Any]) -> Any:
-    return eval(code, {"torch": torch, "math": math}, dict(namespace))
+    return eval(code, {"torch": torch, "math": math, "_sum_to": _sum_to}, dict(namespace))
+
+
+def shape_facts(derived: Derived, forward: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the backward's shape facts, computed as setup_context does."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    shapes = reductions.Shapes(definitions, {i.symbol for i in derived.spec.tensor_inputs})
+    values: dict[str, Any] = {}
+    for fact in derived.shape_facts:
+        argument = evaluate(
+            TorchPrinter(derived.tensor_symbols).doprint(fact.expr.argument), forward
+        )
+        shape = torch.as_tensor(argument).shape
+        assert shapes.of(fact.expr.argument) is not None or shape == torch.Size([])
+        if isinstance(fact.expr, reductions.Count):
+            dims = fact.expr.dims or range(len(shape))
+            values[fact.target.name] = math.prod(shape[d] for d in dims) if shape else 1
+        else:
+            values[fact.target.name] = shape
+    return values
 
 
 def run(statements: Iterable[Assignment], printer: TorchPrinter, env: dict[str, Any]) -> None:
@@ -205,6 +229,7 @@ def run_backward(
     printer = TorchPrinter(derived.tensor_symbols)
     env: dict[str, Any] = {s.name: forward[s.name] for s in derived.saved_tensors}
     env.update({i.name: forward[i.name] for i in derived.saved_numbers})
+    env.update(shape_facts(derived, forward))
     run(_guarded(derived.prelude, need), printer, env)
     grads: dict[str, torch.Tensor | None] = {i.name: None for i in derived.spec.inputs}
     for part in derived.backward:

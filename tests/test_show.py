@@ -190,10 +190,13 @@ def test_gradients_through_a_reduction_are_products_written_as_sums() -> None:
         }
     )
     text = symgrad.describe(spec, width=200)
-    assert "grad_x from y = grad_y⋅r⋅w + " in text  # not ∂y/∂x: it reads grad_y
+    assert "grad_x from y = " in text  # not ∂y/∂x: it reads grad_y
+    # w may broadcast x: its term is summed to x's shape, and the reduction's to its own.
+    assert "sum_to(grad_y⋅r⋅w, x)" in text
     assert "sum" in text and "dim=-1, keepdim=True" in text and "numel" in text
     assert "SumTo" not in text and "ShapeOf" not in text and "Count" not in text
     assert "∂y/∂w = r⋅x\n" in text
     assert "residuals (extra forward outputs): r\n" in text
     latex = symgrad.describe(spec, latex=True)
-    assert "\\text{grad of } x \\text{ from } y &= \\mathit{grad\\_y} r w + " in latex
+    assert "\\text{grad of } x \\text{ from } y &= " in latex
+    assert "\\operatorname{sum\\_to}{\\left(\\mathit{grad\\_y} r w, x \\right)}" in latex

@@ -1,0 +1,197 @@
+"""Reverse mode: one sweep of adjoints from an output back to the forward's symbols.
+
+Note [Frames of gradient terms]: torch broadcasts elementwise operations, and the
+gradient of a broadcast value is the sum of its incoming gradient over the broadcast
+dimensions. Summing at every operation (as autograd does) would cost a reduction per
+node, so a term of an adjoint carries its *frame* instead: the expression whose
+adjoint it is, so that the term stands for its value broadcast over that
+expression's shape. Multiplying by local partials keeps the frame (a partial is never
+larger than its node). A term may be smaller than its frame (the 0-d gradient of a
+`sum` stands for that value at every element the sum read); `full` records when it is
+known to have the frame's whole shape.
+
+Terms of one frame add up as they are. Terms of different frames do not: the smaller
+one would be counted once per broadcast row. Each is then summed to the shape of the
+node they meet (`SumTo`), exactly once, and the node's shape becomes their frame. The
+same happens before a reduction (its adjoint must have the reduced shape) and before
+a softmax (whose rule sums along its dim). Shapes are compared as functions of the
+input shapes (`symgrad.reductions.Shapes`), so the test is decided at generation time;
+where two shapes differ there but agree at run time, the emitted sum is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from symgrad import piecewise, reductions, rules
+from symgrad.derived import Assignment, Namer
+
+# An adjoint larger than this (in sympy operations) is named by a temporary before it is
+# passed on, so that no adjoint repeats a long product: sympy flattens products, and
+# without names each adjoint deep in a chain would copy every factor above it. Small
+# adjoints stay inline, where sympy can still cancel factors (delta**2 / delta**2).
+_INLINE_ADJOINT_OPS = 24
+# A product with more active factors than this gets prefix and suffix products, so
+# that its partials (each the product of all other factors) cost linear, not quadratic.
+_DIRECT_PRODUCT_FACTORS = 3
+
+
+@dataclass(frozen=True)
+class Term:
+    """A gradient term: `expr` broadcast over the shape of `frame` (Note [Frames ...])."""
+
+    expr: sympy.Expr
+    frame: sympy.Basic
+    # Whether `expr` itself has the frame's whole shape.
+    full: bool
+
+
+def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes) -> Term:
+    """The terms of `node`'s adjoint as one term (Note [Frames of gradient terms])."""
+    frames = {shapes.of(t.frame) for t in terms}
+    if len(frames) > 1:
+        terms = [fit(t, node, shapes, exact=False) for t in terms]
+    if len(terms) == 1:
+        return terms[0]
+    total = sympy.Add(*(t.expr for t in terms))
+    return Term(total, terms[0].frame, any(t.full for t in terms))
+
+
+def fit(term: Term, node: sympy.Basic, shapes: reductions.Shapes, exact: bool) -> Term:
+    """`term` in the frame of `node`: summed to its shape; with `exact`, also expanded to it."""
+    if shapes.of(term.frame) == shapes.of(node) and (term.full or not exact):
+        return Term(term.expr, node, term.full)
+    target, frame = reductions.ShapeOf(node), reductions.ShapeOf(term.frame)
+    return Term(reductions.SumTo(term.expr, target, frame), node, True)
+
+
+class ReverseSweep:
+    """One reverse sweep: the adjoint terms of the forward's symbols for one output."""
+
+    def __init__(self, active: set[sympy.Basic], namer: Namer, shapes: reductions.Shapes) -> None:
+        self.active = active
+        self.namer = namer
+        self.shapes = shapes
+        # Named adjoints and partial products, in the order they must be computed.
+        self.statements: list[Assignment] = []
+        self.adjoints: dict[sympy.Basic, list[Term]] = {}
+
+    def run(
+        self,
+        output: sympy.Symbol,
+        output_expr: sympy.Expr,
+        seed: sympy.Expr,
+        intermediates: Sequence[Assignment],
+    ) -> None:
+        """Sweep from `output` (defined by `output_expr`) with incoming gradient `seed`."""
+        self.backpropagate(output_expr, Term(seed, output, True))
+        for assignment in reversed(intermediates):
+            terms = self.adjoints.pop(assignment.target, None)
+            if terms and assignment.target in self.active:
+                adjoint = term_sum(terms, assignment.target, self.shapes)
+                self.backpropagate(assignment.expr, adjoint)
+
+    def adjoint(self, symbol: sympy.Basic) -> Term | None:
+        """The adjoint of an input symbol after the sweep, as one term."""
+        terms = self.adjoints.get(symbol)
+        return term_sum(terms, symbol, self.shapes) if terms else None
+
+    def name(self, expr: sympy.Expr) -> sympy.Expr:
+        """`expr`, or a temporary holding it when it is large."""
+        if expr.is_Atom or sympy.count_ops(expr) <= _INLINE_ADJOINT_OPS:
+            return expr
+        temporary = self.namer.temporary()
+        self.statements.append(Assignment(temporary, expr))
+        return temporary
+
+    def backpropagate(self, expr: sympy.Expr, seed: Term) -> None:
+        """Add the terms of seed * d expr / d symbol for every active symbol in `expr`."""
+        order = _active_nodes(expr, self.active)
+        if not order:
+            return
+        node_terms: dict[sympy.Basic, list[Term]] = {expr: [seed]}
+
+        def add(node: sympy.Basic, term: Term) -> None:
+            node_terms.setdefault(node, []).append(term)
+
+        for node in reversed(order):
+            terms = node_terms.pop(node, None)
+            if not terms:
+                continue
+            if node.is_Symbol:
+                self.adjoints.setdefault(node, []).extend(terms)
+                continue
+            adjoint = term_sum(terms, node, self.shapes)
+            adjoint = Term(self.name(adjoint.expr), adjoint.frame, adjoint.full)
+            if isinstance(node, reductions.Reduction):
+                # Unsqueezing the reduced dims back needs the exact reduced shape.
+                exact = not node.keepdim and node.dims is not None
+                reduced = fit(adjoint, node, self.shapes, exact).expr
+                spread = reductions.argument_adjoint(node, reduced)
+                full = isinstance(node, reductions.ReduceLogSumExp)  # times exp(arg - lse)
+                add(node.argument, Term(spread, node.argument, full))
+            elif isinstance(node, reductions.Normalization):
+                exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
+                spread = reductions.normalization_adjoint(node, exact_adjoint)
+                add(node.argument, Term(spread, node.argument, True))
+            elif isinstance(node, piecewise.Where):
+                cond, taken, untaken = node.args
+                zero = sympy.Integer(0)
+                if taken in order:
+                    add(taken, self.scaled(adjoint, piecewise.where(cond, adjoint.expr, zero)))
+                if untaken in order:
+                    add(untaken, self.scaled(adjoint, piecewise.where(cond, zero, adjoint.expr)))
+            else:
+                frame_shape = self.shapes.of(adjoint.frame)
+                for index, partial in self.partials(node, order):
+                    full = adjoint.full or self.shapes.of(partial) == frame_shape
+                    add(node.args[index], Term(adjoint.expr * partial, adjoint.frame, full))
+
+    @staticmethod
+    def scaled(adjoint: Term, expr: sympy.Expr) -> Term:
+        """A term of the same frame as `adjoint`, computed from it elementwise."""
+        return Term(expr, adjoint.frame, adjoint.full)
+
+    def partials(
+        self, node: sympy.Basic, order: Mapping[sympy.Basic, None]
+    ) -> list[tuple[int, sympy.Expr]]:
+        """(index, d node / d arg) for each active argument of `node`."""
+        indices = [i for i, arg in enumerate(node.args) if arg in order]
+        if isinstance(node, sympy.Mul) and len(indices) > _DIRECT_PRODUCT_FACTORS:
+            return self.product_partials(node.args, indices)
+        return [(i, rules.local_partial(node, i)) for i in indices]
+
+    def product_partials(
+        self, factors: tuple[sympy.Basic, ...], indices: list[int]
+    ) -> list[tuple[int, sympy.Expr]]:
+        """Partials of a product through prefix and suffix products: linear in its size."""
+        prefixes: list[sympy.Expr] = [sympy.Integer(1)]
+        for factor in factors[:-1]:
+            prefixes.append(self.name(prefixes[-1] * factor))
+        suffixes: list[sympy.Expr] = [sympy.Integer(1)]
+        for factor in reversed(factors[1:]):
+            suffixes.append(self.name(factor * suffixes[-1]))
+        suffixes.reverse()
+        return [(i, prefixes[i] * suffixes[i]) for i in indices]
+
+
+def _active_nodes(expr: sympy.Expr, active: set[sympy.Basic]) -> dict[sympy.Basic, None]:
+    """The distinct subtrees of `expr` that depend on an active symbol, children first."""
+    order: dict[sympy.Basic, None] = {}
+    visited: set[sympy.Basic] = set()
+    stack: list[tuple[sympy.Basic, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node in active or any(arg in order for arg in node.args):
+                order[node] = None
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        stack.append((node, True))
+        stack.extend((arg, False) for arg in reversed(node.args))
+    return order

@@ -1,0 +1,172 @@
+"""Gradients of inputs that are broadcast, reduced, or both, against autograd.
+
+Each case is a formula, its input shapes and the same formula in torch. The generated
+Function's vector-Jacobian product, with random cotangents on every output (which
+catches a term counted once per broadcast row where gradcheck of one output at a time
+may not), its jvp along random tangents of every input or only one, and gradcheck and
+gradgradcheck must agree with autograd of the torch formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from torch.autograd import forward_ad
+
+import symgrad
+from tests.conftest import as_tuple
+
+
+@dataclass(frozen=True)
+class Case:
+    outputs: dict[str, str]
+    shapes: dict[str, tuple[int, ...]]
+    torch_formula: Callable[..., Any]
+    where: dict[str, str] | None = None
+
+
+POSITIVE = {"assume": ["positive"]}
+
+CASES = {
+    "broadcast input that also feeds a reduction": Case(
+        {"y": "z * x * sum(x, dim=-1, keepdim=True)"},
+        {"x": (1, 3), "z": (2, 3)},
+        lambda x, z: z * x * x.sum(-1, keepdim=True),
+    ),
+    "rms norm with x broadcast against w": Case(
+        {"y": "x * r * w"},
+        {"x": (1, 16), "w": (4, 16)},
+        lambda x, w: x * w / torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-6),
+        where={"r": "1 / sqrt(mean(x**2, dim=-1, keepdim=True) + 1e-6)"},
+    ),
+    "alpha compositing over": Case(
+        {"out": "src * a + dst * (1 - a)"},
+        {"src": (5, 3), "a": (5, 1), "dst": (5, 3)},
+        lambda src, a, dst: src * a + dst * (1 - a),
+    ),
+    "two outputs of a 0-d input": Case(
+        {"y0": "2 * s", "y1": "s + x"},
+        {"s": (), "x": (3,)},
+        lambda s, x: (2 * s, s + x),
+    ),
+    "sum of x plus x": Case({"y": "sum(x) + x"}, {"x": (2,)}, lambda x: x.sum() + x),
+    "sum of x minus x": Case({"y": "sum(x) - x"}, {"x": (2, 1)}, lambda x: x.sum() - x),
+    "sum of x plus a 0-d bias": Case(
+        {"y": "sum(x + s)"}, {"x": (4,), "s": ()}, lambda x, s: (x + s).sum()
+    ),
+    "mean of x plus a 0-d bias": Case(
+        {"y": "mean(x + s)"}, {"x": (4,), "s": ()}, lambda x, s: (x + s).mean()
+    ),
+    "mean over a dim of a broadcast sum": Case(
+        {"y": "mean(x1 + x0, dim=-1)"},
+        {"x1": (2, 1), "x0": (3,)},
+        lambda x1, x0: (x1 + x0).mean(-1),
+    ),
+    "kl divergence batchmean": Case(
+        {"y": "mean(sum(p * log(p / q), dim=-1))"},
+        {"p": (4, 3), "q": (4, 3)},
+        lambda p, q: (p * torch.log(p / q)).sum(-1).mean(),
+    ),
+    "mean of a mean": Case(
+        {"y": "mean(mean(x, dim=0))"}, {"x": (4, 3)}, lambda x: x.mean(0).mean()
+    ),
+    "mean of a logsumexp": Case(
+        {"y": "mean(logsumexp(x, dim=1))"}, {"x": (4, 3)}, lambda x: torch.logsumexp(x, 1).mean()
+    ),
+    "sum of a sum over 4": Case(
+        {"y": "sum(sum(x, dim=1)) / 4"}, {"x": (4, 3)}, lambda x: x.sum(1).sum() / 4
+    ),
+    "kept dims then a removed dim": Case(
+        {"y": "sum(mean(x, dim=[0, 1], keepdim=True), dim=-1)"},
+        {"x": (2, 3, 4)},
+        lambda x: x.mean((0, 1), keepdim=True).sum(-1),
+    ),
+    "softmax of a broadcast sum": Case(
+        {"y": "softmax(x + s, dim=-1) * s"},
+        {"x": (2, 3), "s": (2, 1)},
+        lambda x, s: torch.softmax(x + s, -1) * s,
+    ),
+    "reduction of a constant-shaped tangent": Case(
+        {"y": "sum(x + s, dim=-1)"}, {"x": (2, 4), "s": (2, 1)}, lambda x, s: (x + s).sum(-1)
+    ),
+    "infonce": Case(
+        {"loss": "mean(logsumexp(logits, dim=-1) - sum(logits * labels, dim=-1))"},
+        {"logits": (4, 5), "labels": (4, 5)},
+        lambda logits, labels: (torch.logsumexp(logits, -1) - (logits * labels).sum(-1)).mean(),
+    ),
+}
+
+
+def _spec(name: str, case: Case) -> symgrad.Spec:
+    inputs = {n: {"type": "tensor", "shape": list(s), **POSITIVE} for n, s in case.shapes.items()}
+    data: dict[str, Any] = {"name": name, "inputs": inputs, "outputs": case.outputs}
+    if case.where:
+        data["where"] = case.where
+    return symgrad.spec_from_dict(data)
+
+
+def _inputs(case: Case, seed: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        (0.5 + torch.rand(shape, generator=generator, dtype=torch.float64)).requires_grad_()
+        for shape in case.shapes.values()
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vjp_with_cotangents_on_every_output(name: str) -> None:
+    case = CASES[name]
+    spec = _spec("Case", case)
+    function = getattr(symgrad.load_module(spec), spec.module)
+    inputs = _inputs(case, seed=len(name))
+    ours = as_tuple(function(*inputs))
+    theirs = as_tuple(case.torch_formula(*inputs))
+    generator = torch.Generator().manual_seed(1)
+    cotangents = [torch.randn(t.shape, generator=generator, dtype=t.dtype) for t in theirs]
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference)
+    got = torch.autograd.grad(ours, inputs, cotangents, allow_unused=True)
+    want = torch.autograd.grad(theirs, inputs, cotangents, allow_unused=True)
+    for item, g, w in zip(case.shapes, got, want, strict=True):
+        assert g is not None and w is not None, item
+        assert g.shape == w.shape, item
+        torch.testing.assert_close(g, w, msg=lambda m, item=item: f"grad {item}: {m}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradcheck_and_gradgradcheck(name: str) -> None:
+    case = CASES[name]
+    spec = _spec("Case", case)
+    function = getattr(symgrad.load_module(spec), spec.module)
+    inputs = tuple(_inputs(case, seed=0))
+    assert torch.autograd.gradcheck(function, inputs)
+    assert torch.autograd.gradgradcheck(function, inputs)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_jvp_along_each_input_alone(name: str) -> None:
+    """A tangent on one input only: the others' are missing, which must count as zero."""
+    case = CASES[name]
+    spec = _spec("Case", case)
+    function = getattr(symgrad.load_module(spec), spec.module)
+    primals = [t.detach() for t in _inputs(case, seed=2)]
+    for index in range(len(primals)):
+        tangent = torch.randn_like(primals[index])
+        results = []
+        for formula in (function, case.torch_formula):
+            with forward_ad.dual_level():
+                arguments = list(primals)
+                arguments[index] = forward_ad.make_dual(primals[index], tangent)
+                outputs = as_tuple(formula(*arguments))
+                results.append([forward_ad.unpack_dual(o).tangent for o in outputs])
+        for mine, reference in zip(*results, strict=True):
+            if mine is None or reference is None:  # no tangent: a zero one is the same
+                present = reference if mine is None else mine
+                assert present is None or torch.count_nonzero(present) == 0
+                continue
+            torch.testing.assert_close(mine, reference)
