@@ -61,8 +61,10 @@ def _count(shape: torch.Size, dims: tuple[int, ...] | None) -> int:
 
 
 def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
-    """`dims` counted from the front; every dim when None."""
-    return set(range(rank)) if dims is None else {dim % max(rank, 1) for dim in dims}
+    """`dims` counted from the front; every dim when None; none of a 0-d tensor (as torch)."""
+    return (
+        set(range(rank)) if dims is None or rank == 0 else {dim % rank for dim in dims}
+    )
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:

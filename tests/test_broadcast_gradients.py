@@ -93,6 +93,17 @@ CASES = {
     "reduction of a constant-shaped tangent": Case(
         {"y": "sum(x + s, dim=-1)"}, {"x": (2, 4), "s": (2, 1)}, lambda x, s: (x + s).sum(-1)
     ),
+    "mean over dim -1 of a 0-d tensor": Case(
+        {"y": "mean(x, dim=-1) * 2"}, {"x": ()}, lambda x: x.mean(-1) * 2
+    ),
+    "kept sum over dim 0 of a 0-d tensor": Case(
+        {"y": "sum(x, dim=0, keepdim=True) * x"}, {"x": ()}, lambda x: x.sum(0, keepdim=True) * x
+    ),
+    "dice loss with a constant target": Case(
+        {"loss": "1 - (2 * sum(p * t, dim=-1) + 1) / (sum(p, dim=-1) + sum(t, dim=-1) + 1)"},
+        {"p": (4, 5), "t": (4, 5)},
+        lambda p, t: 1 - (2 * (p * t).sum(-1) + 1) / (p.sum(-1) + t.sum(-1) + 1),
+    ),
     "infonce": Case(
         {"loss": "mean(logsumexp(logits, dim=-1) - sum(logits * labels, dim=-1))"},
         {"logits": (4, 5), "labels": (4, 5)},
@@ -170,3 +181,30 @@ def test_jvp_along_each_input_alone(name: str) -> None:
                 assert present is None or torch.count_nonzero(present) == 0
                 continue
             torch.testing.assert_close(mine, reference)
+
+
+def test_jvp_of_residual_outputs_with_a_constant_input() -> None:
+    """A Dice loss whose target needs no gradient: every differentiable output of the
+    Function (the residual sums too) gets a tangent tensor, never None."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Dice",
+            "inputs": {"p": "tensor", "t": {"type": "tensor", "requires_grad": False}},
+            "outputs": {
+                "loss": "1 - (2 * sum(p * t, dim=-1) + 1) / (sum(p, dim=-1) + sum(t, dim=-1) + 1)"
+            },
+        }
+    )
+    dice = symgrad.load_module(spec).dice
+    p, t = torch.rand(4, 5, dtype=torch.float64), torch.rand(4, 5, dtype=torch.float64)
+
+    def reference(p: torch.Tensor) -> torch.Tensor:
+        return 1 - (2 * (p * t).sum(-1) + 1) / (p.sum(-1) + t.sum(-1) + 1)
+
+    tangent = torch.randn_like(p)
+    _, mine = torch.func.jvp(lambda p: dice(p, t), (p,), (tangent,))
+    _, want = torch.func.jvp(reference, (p,), (tangent,))
+    torch.testing.assert_close(mine, want)
+    assert torch.autograd.gradcheck(
+        lambda p: dice(p, t), (p.requires_grad_(),), check_forward_ad=True
+    )
