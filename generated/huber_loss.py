@@ -50,7 +50,7 @@ def _count(shape: torch.Size, dims: tuple[int, ...] | None) -> int:
 
 
 def _normalized_dims(rank: int, dims: tuple[int, ...] | None) -> set[int]:
-    """`dims` counted from the front; every dim when None; none of a 0-d tensor (as torch)."""
+    """`dims` counted from the front; every dim when None; none of a 0-d tensor."""
     return (
         set(range(rank)) if dims is None or rank == 0 else {dim % rank for dim in dims}
     )
