@@ -19,12 +19,21 @@ from bench.scaling import ScalingRow, run_scaling
 
 DEFAULT_SIZES = {"cpu": "1e6,1e7", "cuda": "1e7,1e8"}
 QUICK_SIZE = "4096"
+# The committed results, written only with --save; other runs go to the ignored build/.
+RESULTS = Path("bench/results")
+SCRATCH = Path("build/bench")
 SCALING_OPS = "10,30,100,300,1000"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite as the options say and write the report; 0 on success, 2 on bad usage."""
     args = _parser().parse_args(argv)
+    if args.save and (args.quick or args.output):
+        print(
+            "error: --save writes the full results; it takes no --quick or --output",
+            file=sys.stderr,
+        )
+        return 2
     _apply_quick(args)
     try:
         device, cases = _check(args)
@@ -32,11 +41,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     text = _run(args, device, cases, argv)
-    output = Path(args.output or f"bench/results/{device.type}.md")
+    output = _output_path(args, device)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     print(f"bench: wrote {output}", file=sys.stderr)
     return 0
+
+
+def _output_path(args: argparse.Namespace, device: torch.device) -> Path:
+    """Where the report goes: --output, the committed results with --save, else build/."""
+    if args.output:
+        return Path(args.output)
+    folder = RESULTS if args.save else SCRATCH
+    return folder / f"{device.type}.md"
 
 
 def _check(args: argparse.Namespace) -> tuple[torch.device, tuple[Case, ...]]:
@@ -78,7 +95,15 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma-separated, or 'none' (default all: {','.join(c.name for c in CASES)})",
     )
     add("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
-    add("--output", help="markdown file to write (default bench/results/<device>.md)")
+    add(
+        "--output",
+        help=f"markdown file to write (default {SCRATCH}/<device>.md; {RESULTS}/ with --save)",
+    )
+    add(
+        "--save",
+        action="store_true",
+        help=f"write the committed results, {RESULTS}/<device>.md (not with --quick)",
+    )
     add("--quick", action="store_true", help="smoke run: tiny size, 2 repeats, no torch.compile")
     add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
     add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")

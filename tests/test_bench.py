@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,30 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     head, *rows = _table_rows(text, SCALING_HEADER)
     assert [row[head.index("status")] for row in rows] == ["ok"]
     assert "## Definitions" in text
+
+
+def test_a_run_without_save_leaves_the_committed_results_alone(tmp_path: Path) -> None:
+    """Reports go to build/bench/ (under the working directory) unless --save asks."""
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    committed = tmp_path / "bench" / "results" / "cpu.md"
+    committed.write_text("committed\n", encoding="utf-8")
+    command = [sys.executable, "-m", "bench", "--quick", "--cases", "softplus"]
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert committed.read_text(encoding="utf-8") == "committed\n"
+    assert "bench: wrote build/bench/cpu.md" in done.stderr
+    assert (
+        (tmp_path / "build" / "bench" / "cpu.md")
+        .read_text(encoding="utf-8")
+        .startswith("# symgrad benchmark: cpu")
+    )
+    refused = subprocess.run(
+        [*command, "--save"], cwd=tmp_path, env=environment, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "--save" in refused.stderr
 
 
 def test_generated_ops_stay_within_the_cheap_gradient_bound(tmp_path: Path) -> None:
