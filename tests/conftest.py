@@ -13,6 +13,29 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Test modules that run whole pipelines, fuzzers or subprocesses: the slow part of the
+# suite. `python -m pytest -m "not slow"` runs the fast part (under a minute); tests
+# elsewhere opt in with @pytest.mark.slow.
+SLOW_MODULES = {
+    "test_bench.py",
+    "test_ecosystem.py",
+    "test_fuzz_autograd.py",
+    "test_fuzz_grammar.py",
+    "test_generated.py",
+    "test_opinfo.py",
+    "test_packaging.py",
+    "test_properties.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow modules' tests, and the generated ones, `slow`."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.name in SLOW_MODULES or path.parent.name == "generated":
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
