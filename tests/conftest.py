@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # elsewhere opt in with @pytest.mark.slow.
 SLOW_MODULES = {
     "test_bench.py",
+    "test_docs.py",
     "test_ecosystem.py",
     "test_fuzz_autograd.py",
     "test_fuzz_grammar.py",
