@@ -1,0 +1,861 @@
+"""PyTorch's OpInfo samples as symgrad specs: the mapping and the runner.
+
+Each `Mapping` names an op variant of torch's OpInfo database
+(`torch.testing._internal.common_methods_invocations.op_db`) and turns one of its
+`SampleInput`s into a symgrad spec (a dict for `symgrad.api.spec_from_dict`): tensor
+operands become tensor inputs (with the sample's shape), Python numbers become number
+inputs, and what the spec language fixes (a reduction's `dim`, polygamma's order) becomes a
+literal. A sample the language cannot express (an integer tensor, an unsupported keyword)
+is skipped with its reason.
+
+`run_mapping` generates each spec with `symgrad.api.load_module` (cached by spec), and
+compares the forward values and a vector-Jacobian product (random cotangent) with the
+torch op on the same sample, in float64 and float32, plus gradcheck on a few float64
+samples. tests/test_opinfo.py runs it under pytest; tools/opinfo_table.py writes
+docs/opinfo.md from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from symgrad.api import load_module
+from symgrad.errors import SpecError
+from symgrad.functions import SPELLINGS
+
+DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
+
+# torch.testing.assert_close's defaults, which torch's own OpInfo tests use.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1.3e-6, 1e-5),
+}
+# Gradients compose several rounded operations: float32 gets a few more ulps.
+GRAD_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1e-5),
+}
+
+# Samples per op variant and dtype in a default run; SYMGRAD_OPINFO_ALL=1 runs them all.
+DEFAULT_SAMPLES = 6
+# float64 samples per op variant that also get gradcheck.
+GRADCHECK_SAMPLES = 2
+
+
+def run_all_samples() -> bool:
+    return os.environ.get("SYMGRAD_OPINFO_ALL", "") not in ("", "0")
+
+
+# ---------------------------------------------------------------------------------------
+# What a sample becomes
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A sample's operands: the op's input, positional args and keywords."""
+
+    input: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A spec for one sample, and how the sample's operands become the spec's inputs."""
+
+    spec: dict[str, Any]
+    bind: Callable[[Call], dict[str, Any]]
+
+
+Builder = Callable[[Call, torch.dtype], "Case | str"]
+
+
+@dataclass(frozen=True)
+class OpMapping:
+    """One op variant of op_db and how its samples become specs."""
+
+    name: str
+    variant: str
+    build: Builder
+    label: str = ""  # tells apart two mappings of one op variant (e.g. "composite")
+    # Functions the spec uses that the language may not have yet: a refusal that names
+    # one of them reports the op as not in the language rather than failing.
+    future: tuple[str, ...] = ()
+    # (rtol, atol) per dtype where torch's own tests loosen theirs.
+    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        text = self.name + (f".{self.variant}" if self.variant else "")
+        return text + (f" [{self.label}]" if self.label else "")
+
+
+@dataclass(frozen=True)
+class P:
+    """A parameter of the op: spec symbol, torch keyword, default (`REQUIRED`: none)."""
+
+    symbol: str
+    keyword: str = ""
+    default: Any = "required"
+
+
+REQUIRED = "required"
+
+
+MAX_SHAPE_ELEMENTS = 4096
+
+
+def _tensor_input(value: torch.Tensor) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "tensor"}
+    if value.numel() <= MAX_SHAPE_ELEMENTS and (value.ndim == 0 or value.numel() > 0):
+        # `shape` only sets what the generated test samples; the language refuses size 0
+        # and sizes over 4096 elements there (the module itself takes any shape).
+        entry["shape"] = list(value.shape)
+    if not value.requires_grad:
+        entry["requires_grad"] = False
+    return entry
+
+
+def _check_number(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a bool operand {value}"
+    if isinstance(value, (int, float)):
+        return ""
+    return f"an operand of type {type(value).__name__}"
+
+
+def _gather(params: Sequence[P], call: Call) -> dict[str, Any] | str:
+    """The op's operands by spec symbol, or the reason the call is out of reach."""
+    operands: dict[str, Any] = {}
+    positional = [call.input, *call.args]
+    if len(positional) > len(params):
+        return f"{len(positional) - 1} positional args (the mapping takes {len(params) - 1})"
+    keywords = {p.keyword: p for p in params if p.keyword}
+    for key in call.kwargs:
+        if key not in keywords:
+            return f"unsupported kwarg {key}={call.kwargs[key]!r}"
+    for index, param in enumerate(params):
+        if index < len(positional):
+            operands[param.symbol] = positional[index]
+        elif param.keyword in call.kwargs:
+            operands[param.symbol] = call.kwargs[param.keyword]
+        elif param.default != REQUIRED:
+            operands[param.symbol] = param.default
+        else:
+            return f"no value for {param.keyword or param.symbol}"
+    return operands
+
+
+def _declare(operands: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any] | str:
+    """Spec inputs for the operands, or the reason one cannot be an input."""
+    inputs: dict[str, Any] = {}
+    for symbol, value in operands.items():
+        if isinstance(value, torch.Tensor):
+            if value.is_complex() or not value.is_floating_point():
+                return f"a {str(value.dtype).removeprefix('torch.')} tensor operand"
+            if value.dtype != dtype:
+                return f"a {str(value.dtype).removeprefix('torch.')} operand in a {dtype} sample"
+            inputs[symbol] = _tensor_input(value)
+        elif value is None:
+            return f"{symbol}=None"
+        else:
+            reason = _check_number(value)
+            if reason:
+                return reason
+            inputs[symbol] = {"type": "float"}
+    return inputs
+
+
+def _spec(inputs: dict[str, Any], expr: str) -> dict[str, Any]:
+    return {"name": "Op", "module": "op", "inputs": inputs, "outputs": {"out": expr}}
+
+
+def _bind_numbers(operands: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: float(v) if isinstance(v, (int, float)) else v for k, v in operands.items()}
+
+
+def ufunc(expr: str, *params: P) -> Builder:
+    """An elementwise op written as `expr` over the symbols of `params` (input first)."""
+    params = params or (P("x"),)
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        operands = _gather(params, call)
+        if isinstance(operands, str):
+            return operands
+        inputs = _declare(operands, dtype)
+        if isinstance(inputs, str):
+            return inputs
+
+        def bind(call: Call) -> dict[str, Any]:
+            gathered = _gather(params, call)
+            assert not isinstance(gathered, str)
+            return _bind_numbers(gathered)
+
+        return Case(_spec(inputs, expr), bind)
+
+    return build
+
+
+def literal(make: Callable[[Call], str | None]) -> Builder:
+    """An op of the input alone whose args are literal constants of the expression.
+
+    `make` returns the expression over `x` for the sample's args and kwargs, or None when
+    they are out of reach.
+    """
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        expr = make(call)
+        if expr is None:
+            shown = [repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()]
+            return f"constants out of reach: {', '.join(shown)}"
+        inputs = _declare({"x": call.input}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
+def _dims(value: Any, ndim: int) -> list[int] | str | None:
+    """A reduction's dims as the language takes them (None: all dims)."""
+    if value is None:
+        return None
+    dims = [value] if isinstance(value, int) else list(value)
+    if not dims:
+        return None  # torch reduces over every dim for dim=()
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return f"dim={value!r}"
+    if any(d < 0 for d in dims) and any(d >= 0 for d in dims):
+        # The language takes dims of one sign; the spec is for this sample's ndim anyway.
+        dims = [d % max(ndim, 1) for d in dims]
+    return dims
+
+
+def reduction(function: str, *, softmax: bool = False, negate: bool = False) -> Builder:
+    """sum/mean/logsumexp(x, dim, keepdim) or softmax/log_softmax(x, dim[, dtype])."""
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        x = call.input
+        names = ("dim", "dtype") if softmax else ("dim", "keepdim")
+        values: dict[str, Any] = dict(zip(names, call.args, strict=False))
+        if len(call.args) > len(names):
+            return f"{len(call.args)} positional args"
+        for key, value in call.kwargs.items():
+            if key not in names:
+                return f"unsupported kwarg {key}={value!r}"
+            values[key] = value
+        if values.get("dtype") not in (None, dtype):
+            return f"dtype={values['dtype']} (a cast)"
+        inputs = _declare({"x": x}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        dims = _dims(values.get("dim"), x.ndim)
+        if isinstance(dims, str):
+            return dims
+        arg = "-x" if negate else "x"
+        if softmax:
+            if dims is None or len(dims) != 1:
+                return f"dim={values.get('dim')!r}"
+            expr = f"{function}({arg}, dim={dims[0]})"
+        else:
+            keepdim = bool(values.get("keepdim", False))
+            dim_text = "" if dims is None else f", dim={dims if len(dims) > 1 else dims[0]}"
+            keep_text = ", keepdim=True" if keepdim else ""
+            expr = f"{function}({arg}{dim_text}{keep_text})"
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
+def where_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """OpInfo's where(input, condition, other) = torch.where(condition, input, other)."""
+    if len(call.args) != 2 or call.kwargs:
+        return "unexpected operands"
+    condition = call.args[0]
+    if not isinstance(condition, torch.Tensor) or condition.dtype != torch.bool:
+        return "a non-bool condition"
+    inputs = _declare({"x": call.input, "y": call.args[1]}, dtype)
+    if isinstance(inputs, str):
+        return inputs
+    # The bool condition is a 0/1 tensor input of the sample's dtype, without gradient.
+    inputs = {"c": {**_tensor_input(condition), "requires_grad": False}, **inputs}
+
+    def bind(call: Call) -> dict[str, Any]:
+        return {"c": call.args[0].to(dtype), "x": call.input, "y": call.args[1]}
+
+    return Case(_spec(inputs, "where(c > 0.5, x, y)"), bind)
+
+
+def clamp_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """clamp(x, min, max) with either bound None: max(x, lo) or min(x, hi) then."""
+    operands = _gather((P("x"), P("lo", "min", None), P("hi", "max", None)), call)
+    if isinstance(operands, str):
+        return operands
+    lo, hi = operands["lo"], operands["hi"]
+    present = {k: v for k, v in operands.items() if v is not None}
+    if lo is not None and hi is not None:
+        if isinstance(lo, torch.Tensor) != isinstance(hi, torch.Tensor):
+            return "one bound a tensor, the other a number"
+        expr = "clamp(x, lo, hi)"
+    elif lo is not None:
+        expr = "max(x, lo)"
+    elif hi is not None:
+        expr = "min(x, hi)"
+    else:
+        return "no bound"
+    inputs = _declare(present, dtype)
+    if isinstance(inputs, str):
+        return inputs
+
+    def bind(call: Call) -> dict[str, Any]:
+        gathered = _gather((P("x"), P("lo", "min", None), P("hi", "max", None)), call)
+        assert not isinstance(gathered, str)
+        return _bind_numbers({k: v for k, v in gathered.items() if v is not None})
+
+    return Case(_spec(inputs, expr), bind)
+
+
+def prelu_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """prelu's weight of shape [C] scales dim 1: it becomes a [C, 1, ...] tensor input."""
+    operands = _gather((P("x"), P("w", "weight")), call)
+    if isinstance(operands, str):
+        return operands
+    x, w = operands["x"], operands["w"]
+
+    def shaped(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if w.numel() == 1:
+            return w.reshape(())  # one slope for all channels: the output keeps x's shape
+        if w.ndim == 1 and x.ndim >= 2:
+            return w.reshape(-1, *([1] * (x.ndim - 2)))
+        return w
+
+    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
+        return "a number operand"
+    inputs = _declare({"x": x, "w": shaped(x, w)}, dtype)
+    if isinstance(inputs, str):
+        return inputs
+
+    def bind(call: Call) -> dict[str, Any]:
+        gathered = _gather((P("x"), P("w", "weight")), call)
+        assert not isinstance(gathered, str)
+        return {"x": gathered["x"], "w": shaped(gathered["x"], gathered["w"])}
+
+    return Case(_spec(inputs, "where(x > 0, x, w * x)"), bind)
+
+
+def _int_arg(call: Call) -> int | None:
+    if len(call.args) == 1 and isinstance(call.args[0], int) and not call.kwargs:
+        return int(call.args[0])
+    return None
+
+
+def _polygamma_expr(call: Call) -> str | None:
+    n = _int_arg(call)
+    return None if n is None or n < 0 else f"polygamma({n}, x)"
+
+
+def _mvlgamma_expr(call: Call) -> str | None:
+    p = _int_arg(call)
+    if p is None or p < 1:
+        return None
+    terms = " + ".join(f"lgamma(x - {j / 2!r})" for j in range(p))
+    return f"{p * (p - 1) / 4!r} * log(pi) + {terms}"
+
+
+def _ufuncs(names: str) -> list[OpMapping]:
+    """Unary ops whose spec is the language function of the same name."""
+    return [OpMapping(name, "", ufunc(f"{name}(x)")) for name in names.split()]
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+_X = P("x")
+_Y = P("y", "other")
+_ADDC = (P("y", "tensor1"), P("z", "tensor2"), P("value", "value", 1.0))
+
+# (spec name of a possible future language function, its composite form today)
+_ACTIVATIONS: list[tuple[str, str, str, tuple[P, ...]]] = [
+    # (op name, future form, composite form, params)
+    ("nn.functional.silu", "silu(x)", "x * sigmoid(x)", ()),
+    ("nn.functional.mish", "mish(x)", "x * tanh(softplus(x))", ()),
+    (
+        "nn.functional.elu",
+        "elu(x, alpha)",
+        "where(x > 0, x, alpha * expm1(x))",
+        (_X, P("alpha", "alpha", 1.0)),
+    ),
+    (
+        "nn.functional.celu",
+        "celu(x, alpha)",
+        "where(x > 0, x, alpha * expm1(x / alpha))",
+        (_X, P("alpha", "alpha", 1.0)),
+    ),
+    (
+        "nn.functional.selu",
+        "selu(x)",
+        f"{SELU_SCALE!r} * where(x > 0, x, {SELU_ALPHA!r} * expm1(x))",
+        (),
+    ),
+    ("nn.functional.softsign", "softsign(x)", "x / (1 + abs(x))", ()),
+    ("nn.functional.tanhshrink", "tanhshrink(x)", "x - tanh(x)", ()),
+    (
+        "nn.functional.leaky_relu",
+        "leaky_relu(x, slope)",
+        "where(x > 0, x, slope * x)",
+        (_X, P("slope", "negative_slope", 0.01)),
+    ),
+    ("nn.functional.hardsigmoid", "hardsigmoid(x)", "clamp(x / 6 + 0.5, 0, 1)", ()),
+    ("nn.functional.hardswish", "hardswish(x)", "x * clamp(x + 3, 0, 6) / 6", ()),
+    (
+        "nn.functional.hardshrink",
+        "hardshrink(x, lambd)",
+        "where((x > lambd) or (x < -lambd), x, 0)",
+        (_X, P("lambd", "lambd", 0.5)),
+    ),
+    (
+        "nn.functional.softshrink",
+        "softshrink(x, lambd)",
+        "where(x > lambd, x - lambd, where(x < -lambd, x + lambd, 0))",
+        (_X, P("lambd", "lambd", 0.5)),
+    ),
+]
+
+
+def _gelu(approximate: bool) -> str:
+    if approximate:
+        return "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))"
+    return "x * (1 + erf(x / sqrt(2))) / 2"
+
+
+def _gelu_expr(future: bool) -> Callable[[Call], str | None]:
+    def make(call: Call) -> str | None:
+        approximate = call.kwargs.get("approximate", "none")
+        if call.args or set(call.kwargs) - {"approximate"}:
+            return None
+        if approximate not in ("none", "tanh"):
+            return None
+        if future:
+            return "gelu(x)" if approximate == "none" else "gelu_tanh(x)"
+        return _gelu(approximate == "tanh")
+
+    return make
+
+
+def _round_expr(call: Call) -> str | None:
+    decimals = call.kwargs.get("decimals", 0)
+    if call.args or set(call.kwargs) - {"decimals"} or not isinstance(decimals, int):
+        return None
+    if decimals == 0:
+        return "round(x)"
+    if decimals > 0:
+        return f"round(x * {10**decimals}) / {10**decimals}"
+    return f"round(x / {10**-decimals}) * {10**-decimals}"
+
+
+def _float32_only_float64(builder: Builder, reason: str) -> Builder:
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        return reason if dtype != torch.float64 else builder(call, dtype)
+
+    return build
+
+
+_LOOSE32 = {torch.float32: (1e-3, 1e-4)}
+
+MAPPINGS: list[OpMapping] = [
+    # Unary functions of the language.
+    *_ufuncs(
+        "abs acos acosh asin asinh atan atanh cos cosh sin sinh tan tanh exp expm1 log"
+        " log1p sqrt rsqrt sigmoid erf erfc erfinv lgamma digamma sign sinc floor ceil"
+    ),
+    OpMapping("round", "", literal(_round_expr)),
+    OpMapping("round", "decimals_0", literal(_round_expr)),
+    OpMapping("round", "decimals_3", literal(_round_expr)),
+    OpMapping("round", "decimals_neg_3", literal(_round_expr)),
+    OpMapping("sgn", "", ufunc("sign(x)")),
+    OpMapping("logit", "", ufunc("logit(x)")),
+    OpMapping("nn.functional.logsigmoid", "", ufunc("log_sigmoid(x)")),
+    OpMapping("nn.functional.relu", "", ufunc("relu(x)")),
+    # Unary ops as formulas.
+    OpMapping("neg", "", ufunc("-x")),
+    OpMapping("positive", "", ufunc("x")),
+    OpMapping("reciprocal", "", ufunc("1 / x")),
+    OpMapping("square", "", ufunc("x**2")),
+    OpMapping("exp2", "", ufunc("2**x")),
+    OpMapping("log2", "", ufunc("log(x) / log(2)")),
+    OpMapping("log10", "", ufunc("log(x) / log(10)")),
+    OpMapping("deg2rad", "", ufunc("x * pi / 180")),
+    OpMapping("rad2deg", "", ufunc("x * 180 / pi")),
+    OpMapping("trunc", "", ufunc("where(x >= 0, floor(x), ceil(x))")),
+    OpMapping("frac", "", ufunc("x - where(x >= 0, floor(x), ceil(x))")),
+    OpMapping("special.ndtr", "", ufunc("(1 + erf(x / sqrt(2))) / 2")),
+    OpMapping("polygamma", "polygamma_n_0", literal(_polygamma_expr)),
+    OpMapping("polygamma", "polygamma_n_1", literal(_polygamma_expr), tolerances=_LOOSE32),
+    OpMapping("polygamma", "polygamma_n_2", literal(_polygamma_expr), tolerances=_LOOSE32),
+    OpMapping("polygamma", "polygamma_n_3", literal(_polygamma_expr), tolerances=_LOOSE32),
+    OpMapping("polygamma", "polygamma_n_4", literal(_polygamma_expr), tolerances=_LOOSE32),
+    OpMapping("mvlgamma", "mvlgamma_p_1", literal(_mvlgamma_expr)),
+    OpMapping("mvlgamma", "mvlgamma_p_3", literal(_mvlgamma_expr)),
+    OpMapping("mvlgamma", "mvlgamma_p_5", literal(_mvlgamma_expr)),
+    # Binary ops.
+    OpMapping("add", "", ufunc("x + alpha * y", _X, _Y, P("alpha", "alpha", 1.0))),
+    OpMapping("sub", "", ufunc("x - alpha * y", _X, _Y, P("alpha", "alpha", 1.0))),
+    OpMapping("rsub", "", ufunc("y - alpha * x", _X, _Y, P("alpha", "alpha", 1.0))),
+    OpMapping("mul", "", ufunc("x * y", _X, _Y)),
+    OpMapping("div", "no_rounding_mode", ufunc("x / y", _X, _Y)),
+    OpMapping("true_divide", "", ufunc("x / y", _X, _Y)),
+    OpMapping("pow", "", ufunc("x**y", _X, P("y", "exponent"))),
+    OpMapping(
+        "float_power",
+        "",
+        _float32_only_float64(
+            ufunc("x**y", _X, P("y", "exponent")), "float_power computes in float64"
+        ),
+    ),
+    OpMapping("__radd__", "", ufunc("y + x", _X, _Y)),
+    OpMapping("__rsub__", "", ufunc("y - x", _X, _Y)),
+    OpMapping("__rmul__", "", ufunc("y * x", _X, _Y)),
+    OpMapping("__rdiv__", "", ufunc("y / x", _X, _Y)),
+    OpMapping("__rpow__", "", ufunc("y**x", _X, _Y)),
+    OpMapping("atan2", "", ufunc("atan2(x, y)", _X, _Y)),
+    OpMapping("hypot", "", ufunc("hypot(x, y)", _X, _Y)),
+    OpMapping("xlogy", "", ufunc("xlogy(x, y)", _X, _Y)),
+    OpMapping("special.xlog1py", "", ufunc("xlog1py(x, y)", _X, _Y)),
+    OpMapping("maximum", "", ufunc("max(x, y)", _X, _Y)),
+    OpMapping("minimum", "", ufunc("min(x, y)", _X, _Y)),
+    OpMapping("max", "binary", ufunc("max(x, y)", _X, _Y)),
+    OpMapping("min", "binary", ufunc("min(x, y)", _X, _Y)),
+    OpMapping("clamp_min", "", ufunc("max(x, y)", _X, P("y", "min"))),
+    OpMapping("clamp_max", "", ufunc("min(x, y)", _X, P("y", "max"))),
+    OpMapping("copysign", "", ufunc("where(y >= 0, abs(x), -abs(x))", _X, _Y)),
+    OpMapping("logaddexp", "", ufunc("max(x, y) + log1p(exp(-abs(x - y)))", _X, _Y)),
+    OpMapping(
+        "logaddexp2",
+        "",
+        ufunc("max(x, y) + log1p(2**(-abs(x - y))) / log(2)", _X, _Y),
+    ),
+    OpMapping("heaviside", "", ufunc("where(x == 0, y, where(x > 0, 1, 0))", _X, P("y", "values"))),
+    # Ternary ops.
+    OpMapping(
+        "addcmul",
+        "",
+        ufunc("x + value * y * z", _X, *_ADDC),
+    ),
+    OpMapping(
+        "addcdiv",
+        "",
+        ufunc("x + value * y / z", _X, *_ADDC),
+    ),
+    OpMapping("lerp", "", ufunc("x + w * (y - x)", _X, P("y", "end"), P("w", "weight"))),
+    OpMapping("where", "", where_builder),
+    OpMapping("clamp", "", clamp_builder),
+    # Activations of torch.nn.functional.
+    OpMapping(
+        "nn.functional.hardtanh",
+        "",
+        ufunc("clamp(x, lo, hi)", _X, P("lo", "min_val", -1.0), P("hi", "max_val", 1.0)),
+    ),
+    OpMapping("nn.functional.relu6", "", ufunc("clamp(x, 0, 6)")),
+    OpMapping(
+        "nn.functional.softplus",
+        "",
+        ufunc(
+            "where(beta * x > threshold, x, softplus(beta * x) / beta)",
+            _X,
+            P("beta", "beta", 1.0),
+            P("threshold", "threshold", 20.0),
+        ),
+    ),
+    OpMapping(
+        "nn.functional.threshold",
+        "",
+        ufunc("where(x > t, x, v)", _X, P("t", "threshold"), P("v", "value")),
+    ),
+    OpMapping("nn.functional.prelu", "", prelu_builder),
+    OpMapping("nn.functional.gelu", "", literal(_gelu_expr(True)), future=("gelu", "gelu_tanh")),
+    OpMapping("nn.functional.gelu", "", literal(_gelu_expr(False)), label="composite"),
+    *[
+        mapping
+        for name, future, composite, params in _ACTIVATIONS
+        for mapping in (
+            OpMapping(name, "", ufunc(future, *params), future=(future.split("(")[0],)),
+            OpMapping(name, "", ufunc(composite, *params), label="composite"),
+        )
+    ],
+    # Reductions.
+    OpMapping("sum", "", reduction("sum")),
+    OpMapping("mean", "", reduction("mean")),
+    OpMapping("logsumexp", "", reduction("logsumexp")),
+    OpMapping("softmax", "", reduction("softmax", softmax=True)),
+    OpMapping("softmax", "with_dtype", reduction("softmax", softmax=True)),
+    OpMapping("log_softmax", "", reduction("log_softmax", softmax=True)),
+    OpMapping("log_softmax", "with_dtype", reduction("log_softmax", softmax=True)),
+    OpMapping("nn.functional.softmin", "", reduction("softmax", softmax=True, negate=True)),
+    OpMapping(
+        "nn.functional.softmin", "with_dtype", reduction("softmax", softmax=True, negate=True)
+    ),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Running the samples
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SampleResult:
+    dtype: torch.dtype
+    index: int
+    status: str  # "pass", "fail: ...", "skipped: ..."
+
+
+@dataclass
+class OpResult:
+    key: str
+    results: list[SampleResult]
+
+    @property
+    def samples(self) -> int:
+        return len(self.results)
+
+    @property
+    def passes(self) -> int:
+        return sum(r.status == "pass" for r in self.results)
+
+    @property
+    def failures(self) -> list[SampleResult]:
+        return [r for r in self.results if r.status.startswith("fail")]
+
+    @property
+    def status(self) -> str:
+        if self.failures:
+            return self.failures[0].status
+        if self.passes:
+            return "pass"
+        reasons = [r.status for r in self.results]
+        return reasons[0] if reasons else "skipped: no samples"
+
+
+_MODULES: dict[str, ModuleType | SpecError] = {}
+
+
+def _module(spec: dict[str, Any]) -> ModuleType:
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _MODULES:
+        try:
+            _MODULES[key] = load_module(spec)
+        except SpecError as error:
+            _MODULES[key] = error
+    cached = _MODULES[key]
+    if isinstance(cached, SpecError):
+        raise cached
+    return cached
+
+
+def op_info(mapping: OpMapping) -> Any:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    for op in op_db:
+        if op.name == mapping.name and op.variant_test_name == mapping.variant:
+            return op
+    raise LookupError(f"{mapping.name}.{mapping.variant} is not in op_db")
+
+
+def samples(op: Any, dtype: torch.dtype) -> list[Any]:
+    """The op's samples for dtype, deterministically (torch's sample makers draw randoms)."""
+    if dtype not in op.supported_dtypes("cpu"):
+        return []
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(op.sample_inputs("cpu", dtype, requires_grad=True))
+
+
+def select(count: int, limit: int) -> list[int]:
+    """`limit` indices spread evenly over range(count), deterministically."""
+    if count <= limit:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        small = value.numel() <= 4
+        text = str(value.detach().tolist()) if small else f"tensor{list(value.shape)}"
+        return text if value.is_floating_point() else f"{text}:{value.dtype}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(describe(v) for v in value) + ")"
+    return repr(value)
+
+
+def describe_call(call: Call) -> str:
+    parts = [describe(call.input), *(describe(a) for a in call.args)]
+    parts += [f"{k}={describe(v)}" for k, v in call.kwargs.items()]
+    return ", ".join(parts)
+
+
+def _first_mismatch(
+    actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+) -> str | None:
+    if actual.shape != expected.shape:
+        return f"shape {list(actual.shape)} vs torch {list(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype} vs torch {expected.dtype}"
+    a, e = actual.detach(), expected.detach()
+    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    if bool(close.all()):
+        return None
+    index = tuple(int(i) for i in (~close).nonzero()[0])
+    return (
+        f"at {list(index)}: symgrad {a[index].item()!r} vs torch {e[index].item()!r}"
+        f" ({int((~close).sum())} of {close.numel()} differ)"
+    )
+
+
+def _leaves(call: Call) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for value in [call.input, *call.args, *call.kwargs.values()]:
+        tensor = isinstance(value, torch.Tensor) and value.requires_grad
+        if tensor and not any(value is seen for seen in found):
+            found.append(value)
+    return found
+
+
+def _grads(output: torch.Tensor, leaves: list[torch.Tensor], cot: torch.Tensor) -> list[Any]:
+    grads = torch.autograd.grad(output, leaves, cot, allow_unused=True)
+    pairs = zip(grads, leaves, strict=True)
+    return [torch.zeros_like(leaf) if g is None else g for g, leaf in pairs]
+
+
+def run_sample(
+    mapping: OpMapping, op: Any, sample: Any, dtype: torch.dtype, index: int, gradcheck: bool
+) -> str:
+    """ "pass", "skipped: reason" or "fail: reason" for one sample."""
+    call = Call(sample.input, tuple(sample.args), dict(sample.kwargs))
+    case = mapping.build(call, dtype)
+    if isinstance(case, str):
+        return f"skipped: {case}"
+    where = f"{str(dtype).removeprefix('torch.')} sample {index} ({describe_call(call)})"
+    try:
+        module = _module(case.spec)
+    except SpecError as error:
+        missing = [name for name in mapping.future if name not in SPELLINGS]
+        if missing:
+            return f"skipped: not in the language ({', '.join(missing)})"
+        return f"fail: symgrad refused the spec {case.spec['outputs']['out']!r}: {error}"
+    except Exception as error:
+        return f"fail: symgrad could not generate {case.spec['outputs']['out']!r}: {error!r}"
+    function = getattr(module, case.spec["module"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = op(call.input, *call.args, **call.kwargs)
+    except Exception as error:
+        return f"skipped: torch raises {type(error).__name__}"
+    if not isinstance(expected, torch.Tensor):
+        return "skipped: torch returns no tensor"
+    expr = case.spec["outputs"]["out"]
+    try:
+        actual = function(**case.bind(call))
+    except Exception as error:
+        return f"fail: {where}: {expr!r} raised {error!r}"
+    rtol, atol = mapping.tolerances.get(dtype, TOLERANCES[dtype])
+    mismatch = _first_mismatch(actual, expected, rtol, atol)
+    if mismatch:
+        return f"fail: {where}: forward {expr!r} {mismatch}"
+    leaves = _leaves(call)
+    if not op.supports_autograd or not leaves or not expected.requires_grad:
+        return "pass"
+    generator = torch.Generator().manual_seed(1000 + index)
+    cot = torch.randn(expected.shape, generator=generator, dtype=torch.float64).to(dtype)
+    try:
+        want = _grads(expected, leaves, cot)
+    except RuntimeError:
+        return "pass"  # torch has no backward for this sample: forward only
+    try:
+        got = _grads(actual, leaves, cot)
+    except Exception as error:
+        return f"fail: {where}: backward of {expr!r} raised {error!r}"
+    rtol, atol = mapping.tolerances.get(dtype, GRAD_TOLERANCES[dtype])
+    for number, (g, w) in enumerate(zip(got, want, strict=True)):
+        mismatch = _first_mismatch(g, w, rtol, atol)
+        if mismatch:
+            return f"fail: {where}: vjp of {expr!r} w.r.t. operand {number} {mismatch}"
+    finite = bool(expected.isfinite().all()) and all(bool(w.isfinite().all()) for w in want)
+    if gradcheck and finite and all(leaf.numel() > 0 for leaf in leaves):
+        reason = _gradcheck(function, case, call, leaves)
+        if reason:
+            return f"fail: {where}: gradcheck of {expr!r}: {reason}"
+    return "pass"
+
+
+def _substitute(call: Call, leaves: Sequence[torch.Tensor], new: Sequence[torch.Tensor]) -> Call:
+    def swap(value: Any) -> Any:
+        for old, replacement in zip(leaves, new, strict=True):
+            if value is old:
+                return replacement
+        return value
+
+    return Call(
+        swap(call.input),
+        tuple(swap(a) for a in call.args),
+        {k: swap(v) for k, v in call.kwargs.items()},
+    )
+
+
+def _gradcheck(
+    function: Callable[..., torch.Tensor], case: Case, call: Call, leaves: list[torch.Tensor]
+) -> str:
+    def run(*tensors: torch.Tensor) -> torch.Tensor:
+        return function(**case.bind(_substitute(call, leaves, tensors)))
+
+    inputs = tuple(leaf.detach().clone().requires_grad_(True) for leaf in leaves)
+    try:
+        torch.autograd.gradcheck(run, inputs, raise_exception=True)
+    except Exception as error:
+        return str(error).strip().splitlines()[0]
+    return ""
+
+
+def run_mapping(mapping: OpMapping, all_samples: bool | None = None) -> OpResult:
+    """Every (or a deterministic subset of every) sample of the op, in each dtype."""
+    all_samples = run_all_samples() if all_samples is None else all_samples
+    op = op_info(mapping)
+    results: list[SampleResult] = []
+    for dtype in DTYPES:
+        found = samples(op, dtype)
+        chosen = range(len(found)) if all_samples else select(len(found), DEFAULT_SAMPLES)
+        checked = 0
+        for index in chosen:
+            gradcheck = dtype == torch.float64 and checked < GRADCHECK_SAMPLES
+            status = run_sample(mapping, op, found[index], dtype, index, gradcheck)
+            if gradcheck and status == "pass":
+                checked += 1  # (a sample gradcheck skipped for non-finite values counts too)
+            results.append(SampleResult(dtype, index, status))
+    return OpResult(mapping.key, results)
+
+
+def iter_mappings() -> Iterator[OpMapping]:
+    yield from MAPPINGS
+
+
+def unmapped_ops() -> list[str]:
+    """op_db's op variants that no mapping claims."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    claimed = {(m.name, m.variant) for m in MAPPINGS}
+    names = {
+        op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        for op in op_db
+        if (op.name, op.variant_test_name) not in claimed
+    }
+    return sorted(names)
