@@ -10,11 +10,12 @@ from pathlib import Path
 import torch
 
 from bench.cases import CASES, Case, select_cases
+from bench.chart import write_chart
 from bench.machine import describe
 from bench.measure import reuse_freed_heap
 from bench.primitives import time_primitives
 from bench.report import Header, render_report
-from bench.runner import Settings, run_cases
+from bench.runner import Results, Settings, run_cases
 from bench.scaling import ScalingRow, run_scaling
 
 DEFAULT_SIZES = {"cpu": "1e6,1e7", "cuda": "1e7,1e8"}
@@ -40,11 +41,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    text = _run(args, device, cases, argv)
+    heap = _heap(args.malloc, device)
+    results = _run(args, device, cases)
+    text = render_report(_header(args, device, heap, argv), results, device.type == "cuda")
     output = _output_path(args, device)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     print(f"bench: wrote {output}", file=sys.stderr)
+    chart = output.with_suffix(".png")
+    if write_chart(results, chart):
+        print(f"bench: wrote {chart}", file=sys.stderr)
     return 0
 
 
@@ -64,22 +70,16 @@ def _check(args: argparse.Namespace) -> tuple[torch.device, tuple[Case, ...]]:
     return device, select_cases(_names(args.cases))
 
 
-def _run(
-    args: argparse.Namespace,
-    device: torch.device,
-    cases: tuple[Case, ...],
-    argv: Sequence[str] | None,
-) -> str:
-    """Run the cases, then the scaling run and primitive costs; the report's text."""
+def _run(args: argparse.Namespace, device: torch.device, cases: tuple[Case, ...]) -> Results:
+    """Run the cases, then the scaling run and primitive costs."""
     torch.set_num_threads(args.threads)
-    heap = _heap(args.malloc, device)
     settings = Settings(device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile)
     results = run_cases(cases, settings)
     results.scaling = _scaling(args)
     if not args.no_primitives:
         results.primitive_elements = max(settings.sizes)
         results.primitives = time_primitives(max(settings.sizes), settings.repeats, device)
-    return render_report(_header(args, device, heap, argv), results, device.type == "cuda")
+    return results
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -88,6 +88,8 @@ def test_a_run_without_save_leaves_the_committed_results_alone(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert committed.read_text(encoding="utf-8") == "committed\n"
     assert "bench: wrote build/bench/cpu.md" in done.stderr
+    assert "bench: wrote build/bench/cpu.png" in done.stderr  # the ratios as a chart
+    assert (tmp_path / "build" / "bench" / "cpu.png").read_bytes().startswith(b"\x89PNG")
     assert (
         (tmp_path / "build" / "bench" / "cpu.md")
         .read_text(encoding="utf-8")
