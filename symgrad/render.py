@@ -751,7 +751,7 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
                 {
                     "name": item.name,
                     "tensor": True,
-                    "shape": repr(tuple(item.shape or shape)),
+                    "shape": repr(shape if item.shape is None else tuple(item.shape)),
                     "low": repr(low),
                     "high": repr(high),
                     "requires_grad": item.differentiable,

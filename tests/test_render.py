@@ -105,3 +105,41 @@ def test_doc_and_source_text_cannot_inject_code() -> None:
     ]
     assert ast.get_docstring(tree.body[-3]) == inspect.cleandoc(doc)
     assert module.splitlines()[0].endswith("from odd\\x0aname.yaml. Do not edit:")
+
+
+def _run_generated_test(files: dict[str, str], directory: Path, *selection: str) -> str:
+    symgrad.write_files(files, directory)
+    (test_file,) = [name for name in files if name.startswith("test_")]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file, *selection],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout + result.stderr
+
+
+SCALED = {
+    "name": "Scaled",
+    "inputs": {
+        "x": {"type": "tensor", "shape": [5, 3]},
+        "s": {"type": "tensor", "shape": [], "assume": ["positive"]},
+    },
+    "outputs": {"y": "s * sin(x)"},
+}
+
+
+def test_a_zero_dimensional_input_is_sampled_zero_dimensional() -> None:
+    test = symgrad.generate(symgrad.spec_from_dict(SCALED))["test_scaled.py"]
+    assert '"s": _uniform((), 0.5, 2.0, generator)' in test
+    assert '"x": _uniform((5, 3), -2.0, 2.0, generator)' in test
+
+
+def test_the_generated_test_sees_a_wrong_zero_dimensional_gradient(tmp_path: Path) -> None:
+    files = symgrad.generate(symgrad.spec_from_dict(SCALED))
+    summed = ".sum_to_size(shape)"
+    assert summed in files["scaled.py"]
+    # A reduction bug: the gradient of s is averaged over x's elements instead of summed.
+    files["scaled.py"] = files["scaled.py"].replace(summed, f"{summed} / grad.numel()")
+    output = _run_generated_test(files, tmp_path, "-k", "matches_autograd")
+    assert "1 failed" in output, output
