@@ -143,3 +143,17 @@ def test_the_generated_test_sees_a_wrong_zero_dimensional_gradient(tmp_path: Pat
     files["scaled.py"] = files["scaled.py"].replace(summed, f"{summed} / grad.numel()")
     output = _run_generated_test(files, tmp_path, "-k", "matches_autograd")
     assert "1 failed" in output, output
+
+
+def test_the_generated_test_sees_an_over_counted_term_of_several_outputs(
+    tmp_path: Path,
+) -> None:
+    spec = symgrad.load_spec(Path(__file__).parents[1] / "examples" / "polar.yaml")
+    files = symgrad.generate(spec)
+    accumulate = "total + term"
+    assert accumulate in files["polar.py"]
+    # A bug that only shows when both outputs get a gradient: gradcheck takes one output
+    # at a time and misses it; a vjp through every output at once does not.
+    files["polar.py"] = files["polar.py"].replace(accumulate, "total + 2 * term")
+    output = _run_generated_test(files, tmp_path, "-k", "matches_autograd or gradcheck")
+    assert "1 failed" in output and "test_matches_autograd" in output, output
