@@ -32,13 +32,15 @@ _MAX_DIM = 64
 # Constants of the language; a declared name of the same spelling shadows them.
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
 
-_COMPARISONS: dict[type[ast.cmpop], type[sympy.Basic]] = {
-    ast.Lt: sympy.StrictLessThan,
-    ast.LtE: sympy.LessThan,
-    ast.Gt: sympy.StrictGreaterThan,
-    ast.GtE: sympy.GreaterThan,
-    ast.Eq: sympy.Eq,
-    ast.NotEq: sympy.Ne,
+# The language's comparisons, which sympy never decides on symbols: `x != x` is the NaN
+# test (Note [Conditions are never folded] in symgrad.piecewise).
+_COMPARISONS: dict[type[ast.cmpop], type[Relational]] = {
+    ast.Lt: piecewise.Lt,
+    ast.LtE: piecewise.Le,
+    ast.Gt: piecewise.Gt,
+    ast.GtE: piecewise.Ge,
+    ast.Eq: piecewise.Eq,
+    ast.NotEq: piecewise.Ne,
 }
 
 _BINARY_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
@@ -525,7 +527,7 @@ def _condition_from_sympy(
 ) -> sympy.Basic:
     if isinstance(condition, Relational):
         lhs, rhs = (from_sympy(side, symbols, location) for side in condition.args)
-        return type(condition)(lhs, rhs)
+        return piecewise.compare(type(condition), lhs, rhs)
     if isinstance(condition, (sympy.And, sympy.Or, sympy.Not)):
         return type(condition)(
             *(_condition_from_sympy(a, symbols, location) for a in condition.args)

@@ -23,7 +23,143 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import sympy
-from sympy.logic.boolalg import Boolean, BooleanFalse, BooleanTrue
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFalse, BooleanTrue
+
+# --- Note [Conditions are never folded] -------------------------------------------------
+#
+# sympy decides comparisons from its assumptions as soon as they are built or rebuilt:
+# Eq(x, x) is True, Ne(x, x) False, x**2 >= 0 True for a real x, not (x > 0) becomes
+# x <= 0 and (x > 0 or x <= 0) True. All of these are wrong for a tensor that holds NaN
+# (`x != x` is the NaN test), so the language's comparisons are the classes below: they
+# are decided only between numbers, negate an ordering as `not` (NaN > 0 and NaN <= 0 are
+# both false), and stay themselves when an expression is rebuilt (xreplace, cse).
+
+
+class _Comparison(Relational):
+    """A comparison that sympy decides only when both sides are numbers."""
+
+    __slots__ = ()
+
+    # The sympy class this one stands for (how it is decided between numbers).
+    _sympy: type[Relational]
+
+    def __new__(cls, lhs: Any, rhs: Any, **options: Any) -> Any:
+        lhs, rhs = sympy.sympify(lhs), sympy.sympify(rhs)
+        if not (lhs.free_symbols or rhs.free_symbols):
+            try:
+                decided = cls._sympy(lhs, rhs)
+            except TypeError:  # NaN or a complex number: torch compares them as false
+                decided = None
+            if isinstance(decided, BooleanAtom):
+                return decided
+        return Relational.__new__(cls, lhs, rhs)
+
+    @property
+    def reversed(self) -> Relational:
+        result: Relational = _MIRRORED[type(self)](self.rhs, self.lhs)
+        return result
+
+    @property
+    def reversedsign(self) -> Relational:
+        result: Relational = _MIRRORED[type(self)](-self.lhs, -self.rhs)
+        return result
+
+    @property
+    def negated(self) -> Boolean:
+        if type(self) in _NEGATED:
+            result: Boolean = _NEGATED[type(self)](*self.args)
+            return result
+        return NotComparison(self, evaluate=False)
+
+    @property
+    def weak(self) -> Relational:
+        return self
+
+    @property
+    def strict(self) -> Relational:
+        return self
+
+    def as_sympy(self) -> Relational:
+        """The same comparison as sympy's own class (decided from assumptions)."""
+        result: Relational = self._sympy(*self.args)
+        return result
+
+
+class Gt(_Comparison, sympy.StrictGreaterThan):
+    __slots__ = ()
+    _sympy = sympy.StrictGreaterThan
+
+
+class Ge(_Comparison, sympy.GreaterThan):
+    __slots__ = ()
+    _sympy = sympy.GreaterThan
+
+
+class Lt(_Comparison, sympy.StrictLessThan):
+    __slots__ = ()
+    _sympy = sympy.StrictLessThan
+
+
+class Le(_Comparison, sympy.LessThan):
+    __slots__ = ()
+    _sympy = sympy.LessThan
+
+
+class Eq(_Comparison, sympy.Equality):
+    __slots__ = ()
+    _sympy = sympy.Equality
+
+
+class Ne(_Comparison, sympy.Unequality):
+    __slots__ = ()
+    _sympy = sympy.Unequality
+
+
+class NotComparison(sympy.Not):
+    """`not (a < b)`, kept as written: for NaN it is not `a >= b` (Note [Conditions ...])."""
+
+    @property
+    def canonical(self) -> Boolean:  # sympy's And and Or ask every argument for it
+        return self
+
+
+_MIRRORED: dict[type[Relational], type[_Comparison]] = {
+    Gt: Lt,
+    Ge: Le,
+    Lt: Gt,
+    Le: Ge,
+    Eq: Eq,
+    Ne: Ne,
+}
+_NEGATED: dict[type[Relational], type[_Comparison]] = {Eq: Ne, Ne: Eq}
+
+# sympy's comparison classes -> the language's.
+COMPARISONS: dict[type[Relational], type[_Comparison]] = {
+    sympy.StrictGreaterThan: Gt,
+    sympy.GreaterThan: Ge,
+    sympy.StrictLessThan: Lt,
+    sympy.LessThan: Le,
+    sympy.Equality: Eq,
+    sympy.Unequality: Ne,
+    **{cls: cls for cls in (Gt, Ge, Lt, Le, Eq, Ne)},
+}
+
+
+def compare(relation: type[Relational], lhs: sympy.Expr, rhs: sympy.Expr) -> Boolean:
+    """`lhs <relation> rhs` as a language comparison (never folded on symbols)."""
+    result: Boolean = COMPARISONS[relation](lhs, rhs)
+    return result
+
+
+def as_sympy(cond: sympy.Basic) -> sympy.Basic:
+    """`cond` with sympy's own comparisons, which sympy decides from the assumptions."""
+    return cond.replace(
+        lambda node: isinstance(node, (_Comparison, NotComparison)),
+        lambda node: (
+            node.as_sympy() if isinstance(node, _Comparison) else sympy.Not(node.args[0])
+        ),
+    )
 
 
 class Where(sympy.Function):
@@ -75,7 +211,7 @@ class Relu(Kink):
 
     def expanded(self) -> sympy.Expr:
         (x,) = self.args
-        return where(x > 0, x, sympy.Integer(0))
+        return where(Gt(x, 0), x, sympy.Integer(0))
 
 
 class Maximum(Kink):
@@ -83,7 +219,7 @@ class Maximum(Kink):
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
-        return where(a > b, a, where(a < b, b, (a + b) / 2))
+        return where(Gt(a, b), a, where(Lt(a, b), b, (a + b) / 2))
 
 
 class Minimum(Kink):
@@ -91,7 +227,7 @@ class Minimum(Kink):
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
-        return where(a < b, a, where(a > b, b, (a + b) / 2))
+        return where(Lt(a, b), a, where(Gt(a, b), b, (a + b) / 2))
 
 
 class Clamp(Kink):
@@ -99,7 +235,7 @@ class Clamp(Kink):
 
     def expanded(self) -> sympy.Expr:
         x, low, high = self.args
-        return where(x < low, low, where(x > high, high, x))
+        return where(Lt(x, low), low, where(Gt(x, high), high, x))
 
 
 def expand_kinks(expr: sympy.Expr) -> sympy.Expr:

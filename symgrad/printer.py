@@ -157,7 +157,7 @@ class TorchPrinter(StrPrinter):
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
         lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
-        return f"({lhs} {_RELATIONS[type(expr)]} {rhs})"
+        return f"({lhs} {expr.rel_op} {rhs})"
 
     def _print_And(self, expr: sympy.Basic) -> str:
         joiner = " & " if self.is_tensor(expr) else " and "

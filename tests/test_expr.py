@@ -589,7 +589,9 @@ def test_from_sympy_converts_piecewise_max_and_min() -> None:
     given = sympy.Piecewise((X, X > 0), (sympy.Max(X, Y), True)) + sympy.Min(X, 1)
     converted = from_sympy(given, SYMBOLS, AT)
     # sympy orders Min's arguments itself (numbers first).
-    expected = piecewise.where(x > 0, x, piecewise.Maximum(x, y)) + piecewise.Minimum(1, x)
+    expected = piecewise.where(piecewise.Gt(x, 0), x, piecewise.Maximum(x, y)) + piecewise.Minimum(
+        1, x
+    )
     assert converted == expected
 
 
