@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,3 +158,25 @@ def test_the_generated_test_sees_an_over_counted_term_of_several_outputs(
     files["polar.py"] = files["polar.py"].replace(accumulate, "total + 2 * term")
     output = _run_generated_test(files, tmp_path, "-k", "matches_autograd or gradcheck")
     assert "1 failed" in output and "test_matches_autograd" in output, output
+
+
+WAVE = {"name": "Wave", "inputs": {"x": "tensor"}, "outputs": {"y": "sin(50 * x)"}}
+
+
+def test_low_precision_allows_what_autograd_of_the_formula_loses(tmp_path: Path) -> None:
+    # sin(50 x) in half precision is off by ~0.1 for autograd and the Function alike.
+    files = symgrad.generate(symgrad.spec_from_dict(WAVE))
+    output = _run_generated_test(files, tmp_path, "-k", "low_precision and cpu")
+    assert "3 passed" in output, output
+
+
+def test_low_precision_sees_a_gradient_less_accurate_than_autograd(tmp_path: Path) -> None:
+    spec = {"name": "Sine", "inputs": {"x": "tensor"}, "outputs": {"y": "sin(x)"}}
+    files = symgrad.generate(symgrad.spec_from_dict(spec))
+    # 1 % off, which float64 sees too; float32 and float16 see it as well (bfloat16 keeps
+    # about 3 significant digits: 1 % is within a few of its rounding errors).
+    files["sine.py"], count = re.subn(r"(grad_x = .*grad_y.*)", r"\1 * 1.01", files["sine.py"])
+    assert count == 1
+    output = _run_generated_test(files, tmp_path, "-k", "low_precision and cpu")
+    assert "2 failed, 1 passed" in output, output
+    assert "[torch.float32-cpu]" in output and "[torch.float16-cpu]" in output, output
