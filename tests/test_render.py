@@ -180,3 +180,23 @@ def test_low_precision_sees_a_gradient_less_accurate_than_autograd(tmp_path: Pat
     output = _run_generated_test(files, tmp_path, "-k", "low_precision and cpu")
     assert "2 failed, 1 passed" in output, output
     assert "[torch.float32-cpu]" in output and "[torch.float16-cpu]" in output, output
+
+
+@pytest.mark.xfail(
+    raises=symgrad.SpecError,
+    strict=True,
+    reason="symgrad/printer.py still refuses logsumexp(e, keepdim=True) without dim",
+)
+def test_logsumexp_without_dim_keeps_every_dim(tmp_path: Path) -> None:
+    # README: no dim reduces over every dimension, for logsumexp as for sum and mean.
+    spec = {
+        "name": "CenteredLogits",
+        "inputs": {"x": "tensor", "w": {"type": "tensor", "shape": []}},
+        "outputs": {
+            "y": "x - logsumexp(x * w, keepdim=True)",
+            "v": "logsumexp(w, keepdim=True) * x",
+        },
+    }
+    files = symgrad.generate(symgrad.spec_from_dict(spec))
+    output = _run_generated_test(files, tmp_path)
+    assert " passed" in output and " failed" not in output, output
