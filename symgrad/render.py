@@ -559,9 +559,15 @@ def _jvp_context(
             "returns": returns,
             "output_shapes": shapes,
             "filled": filled,
+            "tangent_inputs": [
+                i.name
+                for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
+                if t is not None
+            ],
             "reads_shape_facts": bool(facts & read),
         },
         "output_shapes_attribute": names.output_shapes_attribute,
+        "tangent_shapes_attribute": "tangent_shapes",
         "traceable_class": namer.fresh(f"_{derived.spec.name}Traceable"),
     }
 

@@ -104,6 +104,9 @@ CASES = {
         {"p": (4, 5), "t": (4, 5)},
         lambda p, t: 1 - (2 * (p * t).sum(-1) + 1) / (p.sum(-1) + t.sum(-1) + 1),
     ),
+    "sum over a middle dim times a per-channel weight": Case(
+        {"z": "sum(x, dim=1) * s"}, {"x": (3, 4, 5), "s": (5,)}, lambda x, s: x.sum(1) * s
+    ),
     "infonce": Case(
         {"loss": "mean(logsumexp(logits, dim=-1) - sum(logits * labels, dim=-1))"},
         {"logits": (4, 5), "labels": (4, 5)},
