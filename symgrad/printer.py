@@ -173,28 +173,41 @@ class TorchPrinter(StrPrinter):
 
     def _print_Where(self, expr: piecewise.Where) -> str:
         cond, a, b = expr.args
+        cond_text = self._condition(cond)
+        if not self.is_tensor(expr):
+            return f"({self._print(a)} if {cond_text} else {self._print(b)})"
         if not self.is_tensor(cond):
-            # A number condition picks a branch in Python; if the other branch is a
-            # tensor, a number branch must be one too (0-d float64 keeps the dtype).
-            a_text, b_text = (
-                (
-                    f"torch.tensor({self._print(branch)}, dtype=torch.float64)"
-                    if self.is_tensor(expr) and not self.is_tensor(branch)
-                    else self._print(branch)
-                )
-                for branch in (a, b)
-            )
-            return f"({a_text} if {self._print(cond)} else {b_text})"
-        if not (self.is_tensor(a) or self.is_tensor(b)):
-            # torch.where of two numbers would take the default dtype: borrow the
-            # condition's tensor's dtype and device instead.
-            like = self._print(self._numeric_tensor(cond))
-            a_text = f"{like}.new_tensor({self._print(a)})"
-            return f"torch.where({self._print(cond)}, {a_text}, {self._print(b)})"
-        return f"torch.where({self._print(cond)}, {self._print(a)}, {self._print(b)})"
+            # Decided without tensors: still a torch.where, so that the result has the
+            # branches' broadcast shape, promoted dtype and device (the untaken branch is
+            # guarded like any other, Note [Untaken branches] in symgrad.piecewise).
+            like = self._print(self._numeric_tensor(a if self.is_tensor(a) else b))
+            cond_text = f"torch.tensor({cond_text}, device={like}.device)"
+        elif not (self.is_tensor(a) or self.is_tensor(b)):
+            # torch.where of two numbers would take the default dtype: `a` becomes a 0-d
+            # tensor of the dtype torch promotes the compared tensors and the number to
+            # (8.5 beside an integer tensor stays 8.5), on their device.
+            a_text = self._print(a)
+            names = [self._print(t) for t in self._numeric_tensors(cond)]
+            dtypes = [f"torch.result_type({name}, {a_text})" for name in names]
+            dtype = dtypes[0]
+            for other in dtypes[1:]:
+                dtype = f"torch.promote_types({dtype}, {other})"
+            a_text = f"torch.tensor({a_text}, dtype={dtype}, device={names[0]}.device)"
+            return f"torch.where({cond_text}, {a_text}, {self._print(b)})"
+        return f"torch.where({cond_text}, {self._print(a)}, {self._print(b)})"
+
+    def _condition(self, cond: sympy.Basic) -> str:
+        """A condition's text; one that sympy decided is Python's True or False."""
+        if isinstance(cond, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
+            return str(bool(cond))
+        return self._print(cond)
 
     def _numeric_tensor(self, cond: sympy.Basic) -> sympy.Basic:
         """A tensor (not a boolean temporary) that `cond` compares, for dtype and device."""
+        return self._numeric_tensors(cond)[0]
+
+    def _numeric_tensors(self, cond: sympy.Basic) -> list[sympy.Basic]:
+        """The tensors (not boolean temporaries) that `cond` compares, in name order."""
         pending = [cond]
         candidates: set[sympy.Basic] = set()
         while pending:
