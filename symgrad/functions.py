@@ -74,8 +74,14 @@ class FunctionInfo:
     # Other accepted spellings, such as sympy's own names.
     aliases: tuple[str, ...] = ()
     # True when the torch function takes tensors only: a number argument beside a tensor
-    # is then passed as a 0-d float64 tensor, which keeps the other argument's dtype.
+    # is then passed as a 0-d tensor of that tensor's dtype.
     tensor_arguments: bool = False
+    # Note [Numbers outside the domain]: Python's math raises where torch returns nan or
+    # inf (math.log(-1.5), math.exp(1000)). `safe_math` spells the call on numbers with
+    # torch's values there; it is used unless `in_domain` proves, from the arguments'
+    # assumptions, that the plain `math` spelling cannot raise (log of a positive input).
+    safe_math: str | None = None
+    in_domain: Callable[..., bool] = lambda *args: False
 
     @property
     def sympy_class(self) -> type[ElementwiseFunction]:
@@ -107,25 +113,27 @@ def _polygamma(node: sympy.Expr, index: int) -> sympy.Expr:
     return sympy.Integer(0) if index == 0 else _call("polygamma", n + 1, x)
 
 
-def _log_weight(x: sympy.Expr, shifted: sympy.Expr) -> sympy.Expr:
-    """0 where x == 0 and `shifted` (the log's argument) <= 0, 1 elsewhere: no conditionals.
+def _log_weight(x: sympy.Expr, y: sympy.Expr, pole: int) -> sympy.Expr:
+    """torch's mask for d/dx of xlogy: 0 where x == 0 and y <= pole (the log's pole), else 1.
 
-    sign(s) + abs(sign(s)) is 2 where s > 0 and 0 where s <= 0 (also for s = -inf).
+    A nan x (nan != 0) keeps the weight 1, so d/dx is log(y) there, as torch has it.
     """
-    side = _call("sign", shifted)
-    return _call("sign", _call("abs", x) + side + _call("abs", side))
+    from symgrad import piecewise
+
+    vanishes = sympy.And(sympy.Eq(x, 0), y <= pole)
+    return piecewise.where(vanishes, sympy.Integer(0), sympy.Integer(1))
 
 
 def _xlogy(node: sympy.Expr, index: int) -> sympy.Expr:
     """torch's rule: d/dx = log(y), but 0 where x == 0 and y <= 0; d/dy = x / y."""
     x, y = node.args
-    return _call("xlogy", _log_weight(x, y), y) if index == 0 else x / y
+    return _call("xlogy", _log_weight(x, y, 0), y) if index == 0 else x / y
 
 
 def _xlog1py(node: sympy.Expr, index: int) -> sympy.Expr:
     """torch's rule: d/dx = log1p(y), but 0 where x == 0 and y <= -1; d/dy = x / (1 + y)."""
     x, y = node.args
-    return _call("xlog1py", _log_weight(x, 1 + y), y) if index == 0 else x / (1 + y)
+    return _call("xlog1py", _log_weight(x, y, -1), y) if index == 0 else x / (1 + y)
 
 
 def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
@@ -144,33 +152,147 @@ def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
 
 
 def _atan2(node: sympy.Expr, index: int) -> sympy.Expr:
-    """d atan2(y, x) / dy = x / (x**2 + y**2); d / dx = -y / (x**2 + y**2)."""
-    y, x = node.args
-    return (x if index == 0 else -y) / (x**2 + y**2)
+    """d atan2(y, x) / dy = x / (x**2 + y**2); d / dx = -y / (x**2 + y**2).
 
+    Where x**2 + y**2 is 0 (at the origin, or underflowing) torch's gradient is 0, not
+    0 / 0: the denominator is 1 there, so the numerator (0, or a tiny number) is the
+    gradient, and double backward stays finite too.
+    """
+    from symgrad import piecewise
+
+    y, x = node.args
+    squares = x**2 + y**2
+    safe = piecewise.where(sympy.Ne(squares, 0), squares, sympy.Integer(1))
+    return (x if index == 0 else -y) / safe
+
+
+def _proven(fact: bool | None) -> bool:
+    return fact is True
+
+
+def _positive(x: sympy.Expr) -> bool:
+    return _proven(x.is_positive)
+
+
+def _nonnegative(x: sympy.Expr) -> bool:
+    return _proven(x.is_nonnegative)
+
+
+def _at_most(bound: float) -> Callable[[sympy.Expr], bool]:
+    """x <= bound, for overflow: exp(x) is finite in float64 up to x = 709.78."""
+    return lambda x: _proven((x - bound).is_nonpositive)
+
+
+def _within(low: float, high: float) -> Callable[[sympy.Expr], bool]:
+    return lambda x: _proven((x - low).is_nonnegative) and _proven((x - high).is_nonpositive)
+
+
+def _safe_log(argument: str) -> str:
+    """math.log with torch's values: -inf at 0, nan below 0 and at nan."""
+    return (
+        f"(math.log({argument}) if ({argument}) > 0"
+        f" else -math.inf if ({argument}) == 0 else math.nan)"
+    )
+
+
+def _safe_log1p(argument: str) -> str:
+    return (
+        f"(math.log1p({argument}) if ({argument}) > -1"
+        f" else -math.inf if ({argument}) == -1 else math.nan)"
+    )
+
+
+# float64 overflows past exp(709.78) and sinh, cosh(710.47); torch gives inf there.
+_EXP_LIMIT = 709.78
+_HYPERBOLIC_LIMIT = 710.47
 
 _HALF = sympy.Rational(1, 2)
 _TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
 _SQRT_PI_OVER_TWO = sympy.sqrt(sympy.pi) / 2
 
 _TABLE: tuple[FunctionInfo, ...] = (
-    FunctionInfo("exp", 1, lambda f, i: f, "torch.exp({0})", "math.exp({0})"),
-    FunctionInfo("log", 1, lambda f, i: 1 / _arg(f), "torch.log({0})", "math.log({0})", ("ln",)),
-    FunctionInfo("log1p", 1, lambda f, i: 1 / (1 + _arg(f)), "torch.log1p({0})", "math.log1p({0})"),
-    FunctionInfo("expm1", 1, lambda f, i: f + 1, "torch.expm1({0})", "math.expm1({0})"),
-    FunctionInfo("sqrt", 1, lambda f, i: _HALF / f, "torch.sqrt({0})", "math.sqrt({0})"),
     FunctionInfo(
-        "rsqrt", 1, lambda f, i: -_HALF * f**3, "torch.rsqrt({0})", "(1 / math.sqrt({0}))"
+        "exp",
+        1,
+        lambda f, i: f,
+        "torch.exp({0})",
+        "math.exp({0})",
+        safe_math=f"(math.inf if ({{0}}) > {_EXP_LIMIT} else math.exp({{0}}))",
+        in_domain=_at_most(_EXP_LIMIT),
+    ),
+    FunctionInfo(
+        "log",
+        1,
+        lambda f, i: 1 / _arg(f),
+        "torch.log({0})",
+        "math.log({0})",
+        ("ln",),
+        safe_math=_safe_log("{0}"),
+        in_domain=_positive,
+    ),
+    FunctionInfo(
+        "log1p",
+        1,
+        lambda f, i: 1 / (1 + _arg(f)),
+        "torch.log1p({0})",
+        "math.log1p({0})",
+        safe_math=_safe_log1p("{0}"),
+        in_domain=lambda x: _positive(1 + x),
+    ),
+    FunctionInfo(
+        "expm1",
+        1,
+        lambda f, i: f + 1,
+        "torch.expm1({0})",
+        "math.expm1({0})",
+        safe_math=f"(math.inf if ({{0}}) > {_EXP_LIMIT} else math.expm1({{0}}))",
+        in_domain=_at_most(_EXP_LIMIT),
+    ),
+    FunctionInfo(
+        "sqrt",
+        1,
+        lambda f, i: _HALF / f,
+        "torch.sqrt({0})",
+        "math.sqrt({0})",
+        safe_math="(math.sqrt({0}) if ({0}) >= 0 else math.nan)",
+        in_domain=_nonnegative,
+    ),
+    FunctionInfo(
+        "rsqrt",
+        1,
+        lambda f, i: -_HALF * f**3,
+        "torch.rsqrt({0})",
+        "(1 / math.sqrt({0}))",
+        safe_math=(
+            "(1 / math.sqrt({0}) if ({0}) > 0"
+            " else math.copysign(math.inf, {0}) if ({0}) == 0 else math.nan)"
+        ),
+        in_domain=_positive,
     ),
     FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
     FunctionInfo("cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"),
     FunctionInfo("tan", 1, lambda f, i: 1 + f**2, "torch.tan({0})", "math.tan({0})"),
     FunctionInfo("tanh", 1, lambda f, i: 1 - f**2, "torch.tanh({0})", "math.tanh({0})"),
     FunctionInfo(
-        "sinh", 1, lambda f, i: _call("cosh", _arg(f)), "torch.sinh({0})", "math.sinh({0})"
+        "sinh",
+        1,
+        lambda f, i: _call("cosh", _arg(f)),
+        "torch.sinh({0})",
+        "math.sinh({0})",
+        safe_math=(
+            f"(math.copysign(math.inf, {{0}}) if abs({{0}}) > {_HYPERBOLIC_LIMIT}"
+            " else math.sinh({0}))"
+        ),
+        in_domain=_within(-_HYPERBOLIC_LIMIT, _HYPERBOLIC_LIMIT),
     ),
     FunctionInfo(
-        "cosh", 1, lambda f, i: _call("sinh", _arg(f)), "torch.cosh({0})", "math.cosh({0})"
+        "cosh",
+        1,
+        lambda f, i: _call("sinh", _arg(f)),
+        "torch.cosh({0})",
+        "math.cosh({0})",
+        safe_math=f"(math.inf if abs({{0}}) > {_HYPERBOLIC_LIMIT} else math.cosh({{0}}))",
+        in_domain=_within(-_HYPERBOLIC_LIMIT, _HYPERBOLIC_LIMIT),
     ),
     FunctionInfo(
         "asin",
@@ -179,6 +301,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.asin({0})",
         "math.asin({0})",
         ("arcsin",),
+        safe_math="(math.asin({0}) if abs({0}) <= 1 else math.nan)",
+        in_domain=_within(-1, 1),
     ),
     FunctionInfo(
         "acos",
@@ -187,6 +311,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.acos({0})",
         "math.acos({0})",
         ("arccos",),
+        safe_math="(math.acos({0}) if abs({0}) <= 1 else math.nan)",
+        in_domain=_within(-1, 1),
     ),
     FunctionInfo(
         "atan",
@@ -209,6 +335,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: _call("rsqrt", _arg(f) ** 2 - 1),
         "torch.acosh({0})",
         "math.acosh({0})",
+        safe_math="(math.acosh({0}) if ({0}) >= 1 else math.nan)",
+        in_domain=lambda x: _nonnegative(x - 1),
     ),
     FunctionInfo(
         "atanh",
@@ -216,6 +344,11 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: 1 / (1 - _arg(f) ** 2),
         "torch.atanh({0})",
         "math.atanh({0})",
+        safe_math=(
+            "(math.atanh({0}) if abs({0}) < 1"
+            " else math.copysign(math.inf, {0}) if abs({0}) == 1 else math.nan)"
+        ),
+        in_domain=lambda x: _positive(1 - x) and _positive(1 + x),
     ),
     FunctionInfo(
         "sigmoid",
@@ -283,6 +416,12 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.special.gammaln({0})",
         "math.lgamma({0})",
         ("loggamma", "gammaln"),
+        # Poles at 0, -1, -2, ... and overflow past 2.5e305 are inf in torch.
+        safe_math=(
+            "(math.inf if ({0}) <= 0 and ({0}) % 1 == 0 or ({0}) > 2.5e305"
+            " else math.lgamma({0}))"
+        ),
+        in_domain=_positive,  # a positive input past 2.5e305 would still raise
     ),
     FunctionInfo(
         "digamma",
@@ -300,6 +439,12 @@ _TABLE: tuple[FunctionInfo, ...] = (
         _xlogy,
         "torch.special.xlogy({0}, {1})",
         "(0.0 if ({0}) == 0 else ({0}) * math.log({1}))",
+        # torch: nan where y is nan, else 0 where x == 0.
+        safe_math=(
+            "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
+            f" else ({{0}}) * {_safe_log('{1}')})"
+        ),
+        in_domain=lambda x, y: _positive(y),
     ),
     FunctionInfo(
         "xlog1py",
@@ -307,6 +452,11 @@ _TABLE: tuple[FunctionInfo, ...] = (
         _xlog1py,
         "torch.special.xlog1py({0}, {1})",
         "(0.0 if ({0}) == 0 else ({0}) * math.log1p({1}))",
+        safe_math=(
+            "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
+            f" else ({{0}}) * {_safe_log1p('{1}')})"
+        ),
+        in_domain=lambda x, y: _positive(1 + y),
     ),
     FunctionInfo(
         "logit",
@@ -314,6 +464,11 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: 1 / (_arg(f) * (1 - _arg(f))),
         "torch.special.logit({0})",
         "math.log(({0}) / (1 - ({0})))",
+        safe_math=(
+            "(math.log(({0}) / (1 - ({0}))) if 0 < ({0}) < 1 else -math.inf if ({0}) == 0"
+            " else math.inf if ({0}) == 1 else math.nan)"
+        ),
+        in_domain=lambda x: _positive(x) and _positive(1 - x),
     ),
     FunctionInfo(
         "hypot",
