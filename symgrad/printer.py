@@ -101,6 +101,8 @@ class TorchPrinter(StrPrinter):
             return self._call("rsqrt", base)
         if exponent.is_Number and exponent.is_negative:
             denominator = sympy.Pow(base, -exponent, evaluate=False) if exponent != -1 else base
+            if not self.is_tensor(base) and base.is_zero is not False:
+                return self._number_quotient(sympy.Integer(1), denominator)
             return f"1 / {self.parenthesize(denominator, PRECEDENCE['Mul'], strict=True)}"
         pow_precedence = PRECEDENCE["Pow"]
         left = self.parenthesize(base, pow_precedence, strict=True)
@@ -114,6 +116,11 @@ class TorchPrinter(StrPrinter):
         small factors together first leaves one full-size multiply per full-size
         factor (`-r**2 / 2 * g * y` is two full passes, `-g * y * r**2 / 2` four).
         """
+        if not self.is_tensor(expr):
+            return self._print_number_Mul(expr)
+        split = self._split_square_quotient(expr)
+        if split is not None:
+            return split
         small = [a for a in expr.args if self._is_small(a)]
         numbers = [a for a in small if not self.is_tensor(a)]
         saves_a_pass = len(numbers) > 1 or len(numbers) < len(small)
@@ -125,6 +132,63 @@ class TorchPrinter(StrPrinter):
         first = self.parenthesize(sympy.Mul(*small), precedence, strict=True)
         second = self.parenthesize(sympy.Mul(*full), precedence, strict=True)
         return f"{first}*{second}"
+
+    def _print_number_Mul(self, expr: sympy.Mul) -> str:
+        """A product of numbers; a division by a number that may be 0 gives inf or nan.
+
+        Note [Numbers outside the domain]: Python raises ZeroDivisionError where torch
+        divides by 0, so a denominator not known to be nonzero is tested first.
+        """
+        numerator: list[sympy.Basic] = []
+        denominator: list[sympy.Basic] = []
+        for factor in expr.args:
+            exponent = factor.exp if isinstance(factor, sympy.Pow) else sympy.Integer(0)
+            # (x**-1/2 prints as rsqrt, which has its own safe form)
+            if exponent.is_Number and exponent.is_negative and exponent != -sympy.S.Half:
+                denominator.append(sympy.Pow(factor.base, -exponent))
+                continue
+            numerator.append(factor)
+        if not any(d.is_zero is not False for d in denominator):
+            text: str = super()._print_Mul(expr)
+            return text
+        return self._number_quotient(sympy.Mul(*numerator), sympy.Mul(*denominator))
+
+    def _number_quotient(self, numerator: sympy.Basic, denominator: sympy.Basic) -> str:
+        """numerator / denominator on numbers, with torch's inf or nan where it is 0."""
+        precedence = PRECEDENCE["Mul"]
+        top = self.parenthesize(numerator, precedence, strict=True)
+        bottom = self.parenthesize(denominator, precedence)
+        infinity = f"math.copysign(math.inf, {self._print(denominator)})"
+        self.uses_math = True
+        at_zero = infinity if numerator == 1 else f"{top} * {infinity}"
+        return f"({top} / {bottom} if {self._print(denominator)} else {at_zero})"
+
+    def _split_square_quotient(self, expr: sympy.Mul) -> str | None:
+        """a * b / d**2 as (a / d) * (b / d), as torch computes a quotient's gradient.
+
+        The gradient of x / y in y is -g * x / y**2; y**2 under- or overflows in float32
+        long before the result does (y = 1e-30), so the two factors are each divided by
+        y, as torch's `-(g / y) * (x / y)`, at the same number of kernels.
+        """
+        squares = [
+            f
+            for f in expr.args
+            if isinstance(f, sympy.Pow) and f.exp == -2 and self.is_tensor(f.base)
+        ]
+        if len(squares) != 1:
+            return None
+        (square,) = squares
+        rest = [f for f in expr.args if f is not square]
+        tensors = [f for f in rest if self.is_tensor(f)]
+        if len(tensors) < 2:
+            return None
+        numbers = [f for f in rest if not self.is_tensor(f)]
+        inverse = sympy.Pow(square.base, -1)
+        first = sympy.Mul(*numbers, tensors[0], inverse)
+        second = sympy.Mul(*tensors[1:], inverse)
+        precedence = PRECEDENCE["Mul"]
+        left = self.parenthesize(first, precedence, strict=True)
+        return f"{left}*{self.parenthesize(second, precedence)}"
 
     def _is_small(self, expr: sympy.Basic) -> bool:
         """A number, or a tensor that depends only on reduced-shape values."""
@@ -141,17 +205,33 @@ class TorchPrinter(StrPrinter):
         if any(self.is_tensor(arg) for arg in args):
             texts = [self._print(arg) for arg in args]
             if info.tensor_arguments:
-                texts = [
-                    text if self.is_tensor(arg) else f"torch.tensor({text}, dtype=torch.float64)"
-                    for arg, text in zip(args, texts, strict=True)
-                ]
+                texts = self._as_tensors(args, texts)
             return info.torch.format(*texts)
         if info.math is None:
             raise UnprintableError(
                 f"{name} of a number input is not supported; declare the input as a tensor"
             )
-        self.uses_math = self.uses_math or "math." in info.math
-        return info.math.format(*(self._print(arg) for arg in args))
+        spelling = info.math
+        if info.safe_math is not None and not info.in_domain(*args):
+            spelling = info.safe_math
+        self.uses_math = self.uses_math or "math." in spelling
+        return spelling.format(*(self._print(arg) for arg in args))
+
+    def _as_tensors(self, args: tuple[sympy.Basic, ...], texts: list[str]) -> list[str]:
+        """Number arguments beside tensors as 0-d tensors of a tensor argument's dtype.
+
+        A 0-d float64 tensor would promote a 0-d float32 argument to float64 (0-d tensors
+        promote each other); one of the tensor's own dtype keeps the dtype torch gives a
+        Python number. It stays on the CPU, which torch accepts beside any device.
+        """
+        symbols = set().union(*(arg.free_symbols for arg in args)) & self.tensor_symbols
+        values = sorted((s for s in symbols if s not in self.conditions), key=str)
+        values = values or sorted(symbols, key=str)
+        like = self._print(values[0])
+        return [
+            text if self.is_tensor(arg) else f"torch.tensor({text}, dtype={like}.dtype)"
+            for arg, text in zip(args, texts, strict=True)
+        ]
 
     # --- Conditions and conditional values (symgrad.piecewise) ---------------------
 
@@ -235,12 +315,9 @@ class TorchPrinter(StrPrinter):
             return f"torch.{name}({self._print(a)}, {self._print(b)})"
         if not any(tensors):
             return f"{name[:3]}({self._print(a)}, {self._print(b)})"
-        # torch.maximum takes tensors only; a 0-d float64 tensor keeps the other's dtype.
-        # (torch.clamp would give the same values, but the whole gradient at a tie.)
-        texts = [
-            self._print(arg) if tensor else f"torch.tensor({self._print(arg)}, dtype=torch.float64)"
-            for arg, tensor in zip((a, b), tensors, strict=True)
-        ]
+        # torch.maximum takes tensors only: the number becomes a 0-d tensor of the other's
+        # dtype. (torch.clamp would give the same values, but the whole gradient at a tie.)
+        texts = self._as_tensors((a, b), [self._print(a), self._print(b)])
         return f"torch.{name}({texts[0]}, {texts[1]})"
 
     def _print_Clamp(self, expr: piecewise.Clamp) -> str:

@@ -30,6 +30,8 @@ from symgrad.printer import TorchPrinter, UnprintableError
 # The tensor symbol `x` and the number symbol `lo` (a float input of a spec).
 X = sympy.Symbol("x", real=True)
 LO = sympy.Symbol("lo", real=True)
+# A number input assumed positive: math calls in their domain print plainly.
+POSITIVE = sympy.Symbol("lo", positive=True)
 
 # Sample points by kind of domain. None of them is 0 or 1, where some functions or their
 # derivatives vanish (sign, log) or are not differentiable (abs, sign).
@@ -235,7 +237,10 @@ def test_torch_spelling_matches_math_spelling(case: Case) -> None:
     torch_code = printed(call_on(case, tensors=True))
     math_code = printed(call_on(case, tensors=False))
     assert torch_code == info.torch.format(*map(str, call_arguments(case, tensors=True)))
-    assert math_code == info.math.format(*map(str, call_arguments(case, tensors=False)))
+    numbers = call_arguments(case, tensors=False)
+    # Note [Numbers outside the domain]: a number of unknown sign takes the safe spelling.
+    spelling = info.math if info.safe_math is None or info.in_domain(*numbers) else info.safe_math
+    assert math_code == spelling.format(*map(str, numbers))
     values = evaluate(torch_code, **tensor_values(case))
     assert isinstance(values, torch.Tensor) and values.dtype == torch.float64
     expected = [evaluate(math_code, **numbers) for numbers in number_values(case)]
@@ -715,29 +720,52 @@ def test_unknown_spelling_is_not_a_function() -> None:
         (X ** sympy.Rational(1, 3), "x**(1/3)"),
         (functions.call("exp", X), "torch.exp(x)"),
         (functions.call("softplus", X), "torch.nn.functional.softplus(x)"),
-        (functions.call("exp", LO), "math.exp(lo)"),
+        (functions.call("exp", LO), "(math.inf if (lo) > 709.78 else math.exp(lo))"),
+        (functions.call("exp", -POSITIVE), "math.exp(-lo)"),
+        (functions.call("log", POSITIVE), "math.log(lo)"),
+        (
+            functions.call("log", LO),
+            "(math.log(lo) if (lo) > 0 else -math.inf if (lo) == 0 else math.nan)",
+        ),
         (functions.call("abs", LO), "abs(lo)"),
-        (LO ** sympy.Rational(1, 2), "math.sqrt(lo)"),
+        (LO ** sympy.Rational(1, 2), "(math.sqrt(lo) if (lo) >= 0 else math.nan)"),
+        (POSITIVE ** sympy.Rational(1, 2), "math.sqrt(lo)"),
+        (1 / LO, "(1 / lo if lo else math.copysign(math.inf, lo))"),
+        (2 / (LO * POSITIVE), "(2 / (lo*lo) if lo*lo else 2 * math.copysign(math.inf, lo*lo))"),
+        (2 / POSITIVE, "2/lo"),
+        (X / (2 * LO), "(1/2 / lo if lo else 1/2 * math.copysign(math.inf, lo))*x"),
+        (X / LO, "x/lo"),
         (functions.call("sigmoid", LO + 1), "(0.5 + 0.5 * math.tanh(0.5 * (1 + lo)))"),
-        (functions.call("tanh", functions.call("exp", LO) * X), "torch.tanh(x*math.exp(lo))"),
+        (
+            functions.call("tanh", functions.call("exp", -POSITIVE) * X),
+            "torch.tanh(x*math.exp(-lo))",
+        ),
         (functions.call("polygamma", 1, X), "torch.special.polygamma(1, x)"),
         (functions.call("polygamma", 1, X).fdiff(2), "torch.special.polygamma(2, x)"),
         (functions.call("digamma", X).fdiff(1), "torch.special.polygamma(1, x)"),
         (functions.call("lgamma", X).fdiff(1), "torch.special.digamma(x)"),
-        (functions.call("gammaln", LO), "math.lgamma(lo)"),
+        (functions.call("gammaln", POSITIVE), "math.lgamma(lo)"),
+        (
+            functions.call("gammaln", LO),
+            "(math.inf if (lo) <= 0 and (lo) % 1 == 0 or (lo) > 2.5e305 else math.lgamma(lo))",
+        ),
         (
             functions.call("erfinv", X).fdiff(1),
             "math.sqrt(math.pi)/2*torch.exp(torch.special.erfinv(x)**2)",
         ),
         (functions.call("xlogy", X, LO), "torch.special.xlogy(x, lo)"),
         (
-            functions.call("xlogy", LO, NUMBER_ARGUMENTS[1]),
-            "(0.0 if (lo) == 0 else (lo) * math.log(lo1))",
+            functions.call("xlogy", NUMBER_ARGUMENTS[1], POSITIVE),
+            "(0.0 if (lo1) == 0 else (lo1) * math.log(lo))",
         ),
-        (functions.call("logit", LO + 1), "math.log((1 + lo) / (1 - (1 + lo)))"),
+        (
+            functions.call("logit", LO + 1),
+            "(math.log((1 + lo) / (1 - (1 + lo))) if 0 < (1 + lo) < 1 else -math.inf"
+            " if (1 + lo) == 0 else math.inf if (1 + lo) == 1 else math.nan)",
+        ),
         (
             functions.call("hypot", X, LO).fdiff(1),
-            "x/torch.hypot(x, torch.tensor(lo, dtype=torch.float64))",
+            "x/torch.hypot(x, torch.tensor(lo, dtype=x.dtype))",
         ),
         (functions.call("arctan2", LO, NUMBER_ARGUMENTS[1]), "math.atan2(lo, lo1)"),
         (functions.call("round", LO), "float(round(lo))"),
