@@ -296,7 +296,7 @@ class TorchPrinter(StrPrinter):
                     pending.append(self.conditions[symbol])
                 else:
                     candidates.add(symbol)
-        return sorted(candidates, key=str)[0]
+        return sorted(candidates, key=str)
 
     def _print_Relu(self, expr: piecewise.Relu) -> str:
         (x,) = expr.args
