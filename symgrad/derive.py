@@ -40,7 +40,7 @@ def derive(spec: Spec) -> Derived:
 
     def guard(expr: sympy.Expr) -> sympy.Expr:
         """See Note [Untaken branches] in symgrad.piecewise."""
-        return piecewise.guard_branches(piecewise.expand_kinks(expr), tensors)
+        return piecewise.guard_branches(expr, tensors)
 
     guarded = [Assignment(a.target, guard(a.expr)) for a in intermediates]
     by_target = {a.target: a for a in forward}

@@ -201,7 +201,11 @@ def where(cond: Boolean, a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
 
 
 class Kink(sympy.Function):
-    """A function with kinks, printed as torch's own and differentiated through `expanded`."""
+    """A function with kinks, printed as torch's own and differentiated through `expanded`.
+
+    `expanded` routes gradients only (symgrad.reverse, symgrad.forward_mode): its value
+    may differ from the kink's at ties and NaN, so values are always the kink's own.
+    """
 
     @classmethod
     def eval(cls, *args: Any) -> None:
@@ -220,7 +224,7 @@ class Relu(Kink):
 
     def expanded(self) -> sympy.Expr:
         (x,) = self.args
-        return where(Gt(x, 0), x, sympy.Integer(0))
+        return where(Le(x, 0), sympy.Integer(0), x)  # relu'(nan) = 1, as torch
 
 
 class Maximum(Kink):
@@ -228,7 +232,8 @@ class Maximum(Kink):
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
-        return where(Gt(a, b), a, where(Lt(a, b), b, (a + b) / 2))
+        # A tie splits the gradient; a NaN on either side passes it whole to both (torch).
+        return where(Lt(a, b), b, where(Gt(a, b), a, where(Eq(a, b), (a + b) / 2, a + b)))
 
 
 class Minimum(Kink):
@@ -236,7 +241,7 @@ class Minimum(Kink):
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
-        return where(Lt(a, b), a, where(Gt(a, b), b, (a + b) / 2))
+        return where(Gt(a, b), b, where(Lt(a, b), a, where(Eq(a, b), (a + b) / 2, a + b)))
 
 
 class Clamp(Kink):
@@ -244,17 +249,12 @@ class Clamp(Kink):
 
     def expanded(self) -> sympy.Expr:
         x, low, high = self.args
-        return where(Lt(x, low), low, where(Gt(x, high), high, x))
-
-
-def expand_kinks(expr: sympy.Expr) -> sympy.Expr:
-    """`expr` with every kinked function written out with `where`, for differentiation."""
-    if not expr.has(Kink):
-        return expr
-    result: sympy.Expr = expr.replace(
-        lambda node: isinstance(node, Kink), lambda node: node.expanded()
-    )
-    return result
+        # torch: x where low <= x <= high; low below it when low < high; high above it or
+        # when the bounds cross; nothing at a NaN or below equal bounds.
+        inside = sympy.And(Ge(x, low), Le(x, high))
+        below = sympy.And(Lt(x, low), Lt(low, high))
+        above = sympy.Or(Gt(x, high), Lt(high, low))
+        return where(inside, x, where(below, low, where(above, high, sympy.Integer(0))))
 
 
 # Language name -> (number of arguments, builder). The first argument of `where` is a

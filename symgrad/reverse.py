@@ -137,6 +137,10 @@ class ReverseSweep:
                 exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
                 spread = reductions.normalization_adjoint(node, exact_adjoint)
                 add(node.argument, Term(spread, node.argument, True))
+            elif isinstance(node, piecewise.Kink):
+                for arg, term in self.kink_terms(node, adjoint):
+                    if arg in order:
+                        add(arg, term)
             elif isinstance(node, piecewise.Where):
                 cond, taken, untaken = node.args
                 zero = sympy.Integer(0)
@@ -149,6 +153,24 @@ class ReverseSweep:
                 for index, partial in self.partials(node, order):
                     full = adjoint.full or self.shapes.of(partial) == frame_shape
                     add(node.args[index], Term(adjoint.expr * partial, adjoint.frame, full))
+
+    def kink_terms(self, node: piecewise.Kink, adjoint: Term) -> list[tuple[sympy.Expr, Term]]:
+        """The terms a kink passes to its arguments, routed through its `where` form.
+
+        The form is swept with stand-ins for the arguments, so it routes the gradient
+        while every value the backward reads stays the kink's own (its form may differ
+        at ties and NaN; see piecewise.Kink).
+        """
+        stand_ins = [sympy.Dummy(f"kink{i}", real=True) for i in range(len(node.args))]
+        local = ReverseSweep(set(stand_ins), self.namer, self.shapes)
+        local.backpropagate(type(node)(*stand_ins).expanded(), adjoint)
+        back = dict(zip(stand_ins, node.args, strict=True))
+        self.statements += [Assignment(a.target, a.expr.xreplace(back)) for a in local.statements]
+        return [
+            (arg, Term(term.expr.xreplace(back), term.frame, term.full))
+            for stand_in, arg in back.items()
+            for term in local.adjoints.get(stand_in, ())
+        ]
 
     @staticmethod
     def scaled(adjoint: Term, expr: sympy.Expr) -> Term:

@@ -119,7 +119,16 @@ def make_spec(
 
 def to_sympy(expr: sympy.Expr) -> sympy.Expr:
     """`expr` with every symgrad function replaced by its sympy equivalent."""
-    expr = piecewise.expand_kinks(expr).replace(
+    # The kinks' values written with where, exact away from ties (where the samples are).
+    where, gt, lt = piecewise.where, piecewise.Gt, piecewise.Lt
+    kinks = {
+        piecewise.Relu: lambda x: where(gt(x, 0), x, 0),
+        piecewise.Maximum: lambda a, b: where(gt(a, b), a, where(lt(a, b), b, (a + b) / 2)),
+        piecewise.Minimum: lambda a, b: where(lt(a, b), a, where(gt(a, b), b, (a + b) / 2)),
+        piecewise.Clamp: lambda x, lo, hi: where(lt(x, lo), lo, where(gt(x, hi), hi, x)),
+    }
+    expr = expr.replace(lambda e: type(e) in kinks, lambda e: kinks[type(e)](*e.args))
+    expr = expr.replace(
         lambda e: isinstance(e, piecewise.Where),
         lambda e: sympy.Piecewise((e.args[1], e.args[0]), (e.args[2], True)),
     )

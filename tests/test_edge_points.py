@@ -194,19 +194,12 @@ def test_a_zero_dim_float32_tensor_stays_float32(
 # Expected to pass once the expansions of Relu, Maximum, Minimum and Clamp follow torch's
 # masks (see the report of issue 11, item 3); until then they fail as xfail.
 
-_PIECEWISE = pytest.mark.xfail(
-    reason="symgrad.piecewise expands relu/max/min/clamp with other masks than torch's",
-    strict=False,
-)
 
-
-@_PIECEWISE
 def test_relu_at_nan() -> None:
     """torch.relu's gradient is 0 where relu(x) <= 0, so 1 at nan."""
     assert_matches_torch("relu(x)", TENSOR, [[NAN, 0.0, -1.0, 2.0]], torch.relu)
 
 
-@_PIECEWISE
 @pytest.mark.parametrize(
     ("expr", "reference"), [("max(x, z)", torch.maximum), ("min(x, z)", torch.minimum)], ids=str
 )
@@ -217,7 +210,6 @@ def test_extremum_at_nan(expr: str, reference: Callable[..., torch.Tensor]) -> N
     assert_matches_torch(expr, TWO_TENSORS, [xs, zs], reference)
 
 
-@_PIECEWISE
 def test_clamp_with_crossed_tensor_bounds_and_nan() -> None:
     """x gets the gradient where lo <= x <= hi; lo where x < lo < hi; hi where x > hi or
     hi < lo (so hi, not lo, where the bounds cross); nothing at a nan."""
@@ -228,7 +220,6 @@ def test_clamp_with_crossed_tensor_bounds_and_nan() -> None:
     assert_matches_torch("clamp(x, lo, hi)", inputs, [xs, los, his], torch.clamp)
 
 
-@_PIECEWISE
 def test_clamp_with_number_bounds_at_nan() -> None:
     inputs = {"x": "tensor"}
     assert_matches_torch(
