@@ -145,7 +145,7 @@ def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
     from symgrad import piecewise
 
     x = _arg(node)
-    nonzero = sympy.Ne(x, 0)
+    nonzero = piecewise.Ne(x, 0)
     safe = piecewise.where(nonzero, x, sympy.Integer(1))
     slope = (_call("cos", sympy.pi * safe) - _call("sinc", safe)) / safe
     return piecewise.where(nonzero, slope, sympy.Integer(0))

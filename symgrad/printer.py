@@ -338,11 +338,12 @@ class TorchPrinter(StrPrinter):
             raise UnprintableError(f"{expr.name}() needs an argument that depends on a tensor")
         argument = self._print(expr.argument)
         if expr.dims is None and isinstance(expr, reductions.ReduceLogSumExp):
+            operand = self._operand(expr.argument)
             if expr.keepdim:
-                raise UnprintableError(
-                    "logsumexp over every dim with keepdim=True is not supported"
-                )
-            return f"torch.logsumexp({self._operand(expr.argument)}.flatten(), 0)"
+                # torch.logsumexp takes no dim=None: name every dim of the argument.
+                every_dim = f"tuple(range({operand}.dim()))"
+                return f"torch.logsumexp({argument}, dim={every_dim}, keepdim=True)"
+            return f"torch.logsumexp({operand}.flatten(), 0)"
         dims = "None" if expr.dims is None else _dims(expr.dims)
         keepdim = ", keepdim=True" if expr.keepdim else ""
         if expr.dims is None and not expr.keepdim:

@@ -182,11 +182,6 @@ def test_low_precision_sees_a_gradient_less_accurate_than_autograd(tmp_path: Pat
     assert "[torch.float32-cpu]" in output and "[torch.float16-cpu]" in output, output
 
 
-@pytest.mark.xfail(
-    raises=symgrad.SpecError,
-    strict=True,
-    reason="symgrad/printer.py still refuses logsumexp(e, keepdim=True) without dim",
-)
 def test_logsumexp_without_dim_keeps_every_dim(tmp_path: Path) -> None:
     # README: no dim reduces over every dimension, for logsumexp as for sum and mean.
     spec = {
