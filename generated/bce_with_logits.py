@@ -58,10 +58,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class BCEWithLogits(torch.autograd.Function):
@@ -87,6 +93,7 @@ class BCEWithLogits(torch.autograd.Function):
         ctx.save_for_backward(x, t)
         ctx.save_for_forward(x, t)
         ctx.output_shapes = (loss.shape,)
+        ctx.tangent_shapes = (x.shape, t.shape)
         _t0 = _count(torch.broadcast_shapes(t.shape, x.shape), None)
         _t1 = x.shape
         _t2 = torch.broadcast_shapes(t.shape, x.shape)
@@ -123,7 +130,9 @@ class BCEWithLogits(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, t = ctx.saved_tensors
         (loss_shape,) = ctx.output_shapes
-        tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
+        tangent_x, tangent_t = _fill_tangents(
+            (tangent_x, tangent_t), ctx.tangent_shapes
+        )
         _t6 = -x
         tangent_loss = torch.mean(
             tangent_t * torch.nn.functional.logsigmoid(_t6)

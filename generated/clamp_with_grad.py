@@ -33,10 +33,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class ClampWithGrad(torch.autograd.Function):
@@ -58,6 +64,7 @@ class ClampWithGrad(torch.autograd.Function):
         ctx.numbers = (lo, hi)
         ctx.save_for_forward(x)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -66,7 +73,11 @@ class ClampWithGrad(torch.autograd.Function):
         need_x, _, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = grad_y * torch.where(((lo <= x) & (x <= hi)), x.new_tensor(1), 0.1)
+            grad_x = grad_y * torch.where(
+                ((lo <= x) & (x <= hi)),
+                torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                0.1,
+            )
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod
@@ -75,9 +86,15 @@ class ClampWithGrad(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         lo, hi = ctx.numbers
         (y_shape,) = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
+        _t0 = x <= hi
         return _expand_to(
-            tangent_x * torch.where(((lo <= x) & (x <= hi)), x.new_tensor(1), 0.1),
+            tangent_x
+            * torch.where(
+                (_t0 & (lo <= x)),
+                torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                0.1,
+            ),
             y_shape,
         )
 

@@ -9,24 +9,22 @@ Forward:
         eps))
 
 Derivatives:
-    grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) < eps, 0,
-        where(sqrt(sum(a**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
-        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2,
-        dim=-1))/2))**2*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2, dim=-1)),
-        where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
-        dim=-1))/2)))))/2 + where(sqrt(sum(a**2, dim=-1)) > eps, -grad_y*sum(a*b,
-        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, ...
-    grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) < eps, 0,
-        where(sqrt(sum(b**2, dim=-1)) > eps, 0, -grad_y*sum(a*b,
-        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(a**2,
-        dim=-1))/2))*where(sqrt(sum(b**2, dim=-1)) > eps, sqrt(sum(b**2, dim=-1)),
-        where(sqrt(sum(b**2, dim=-1)) < eps, eps, eps/2 + sqrt(sum(b**2,
-        dim=-1))/2))**2)))/2 + where(sqrt(sum(b**2, dim=-1)) > eps, -grad_y*sum(a*b,
-        dim=-1)/(where(sqrt(sum(a**2, dim=-1)) > eps, sqrt(sum(a**2, dim=-1)),
-        where(sqrt(sum(a**2, dim=-1)) < eps, ...
+    grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) == eps,
+        where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0,
+        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps)))), 0)/2 + where(sqrt(sum(a**2,
+        dim=-1)) == eps, 0, where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2,
+        dim=-1)) < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps))))) + where(sqrt(sum(a**2, dim=-1)) >
+        eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b, ...
+    grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) == eps,
+        where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
+        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2,
+        dim=-1)), eps)**2))), 0)/2 + where(sqrt(sum(b**2, dim=-1)) == eps, 0,
+        where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
+        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2,
+        dim=-1)), eps)**2)))) + where(sqrt(sum(b**2, dim=-1)) > eps,
+        where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b, ...
 """
 
 from __future__ import annotations
@@ -79,10 +77,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -104,8 +108,8 @@ class CosineSimilarity(torch.autograd.Function):
         sum1 = torch.sum(b**2, dim=-1)
         sum2 = torch.sum(a * b, dim=-1)
         y = sum2 / (
-            torch.maximum(torch.sqrt(sum0), torch.tensor(eps, dtype=torch.float64))
-            * torch.maximum(torch.sqrt(sum1), torch.tensor(eps, dtype=torch.float64))
+            torch.maximum(torch.sqrt(sum0), torch.tensor(eps, dtype=sum0.dtype))
+            * torch.maximum(torch.sqrt(sum1), torch.tensor(eps, dtype=sum1.dtype))
         )
         return y, sum0, sum1, sum2
 
@@ -118,21 +122,22 @@ class CosineSimilarity(torch.autograd.Function):
         ctx.numbers = (eps,)
         ctx.save_for_forward(a, b, sum0, sum1, sum2)
         ctx.output_shapes = (y.shape, sum0.shape, sum1.shape, sum2.shape)
+        ctx.tangent_shapes = (a.shape, b.shape)
         _t0 = a.shape
         _t1 = _reduced_shape(a.shape, (-1,), keepdim=False)
-        _t2 = torch.broadcast_shapes(
+        _t2 = _reduced_shape(
+            torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
+        )
+        _t3 = torch.broadcast_shapes(
             _reduced_shape(
                 torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
             ),
             _reduced_shape(a.shape, (-1,), keepdim=False),
             _reduced_shape(b.shape, (-1,), keepdim=False),
         )
-        _t3 = torch.broadcast_shapes(a.shape, b.shape)
-        _t4 = b.shape
-        _t5 = _reduced_shape(b.shape, (-1,), keepdim=False)
-        _t6 = _reduced_shape(
-            torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
-        )
+        _t4 = torch.broadcast_shapes(a.shape, b.shape)
+        _t5 = b.shape
+        _t6 = _reduced_shape(b.shape, (-1,), keepdim=False)
         ctx.shape_facts = (_t0, _t1, _t2, _t3, _t4, _t5, _t6)
 
     @staticmethod
@@ -155,34 +160,43 @@ class CosineSimilarity(torch.autograd.Function):
         if grad_y is not None:
             if need_a or need_b:
                 _t9 = torch.sqrt(sum1)
-                _t10 = _t9 > eps
-                _t11 = _t9 < eps
-                _t12 = eps / 2
-                _t13 = torch.where(_t10, _t9, torch.where(_t11, eps, _t12 + _t9 / 2))
-                _t14 = torch.sqrt(sum0)
-                _t15 = _t14 > eps
-                _t16 = _t14 < eps
-                _t17 = torch.where(_t15, _t14, torch.where(_t16, eps, _t12 + _t14 / 2))
-                _t18 = 1 / _t17 * grad_y
-                _t19 = 1 / _t13
-                _t20 = _sum_to(_t19 * _t18, _t6, _t2).unsqueeze(-1)
+                _t10 = torch.maximum(_t9, torch.tensor(eps, dtype=_t9.dtype))
+                _t11 = torch.sqrt(sum0)
+                _t12 = torch.maximum(_t11, torch.tensor(eps, dtype=_t11.dtype))
+                _t13 = 1 / _t12 * grad_y
+                _t14 = 1 / _t10
+                _t15 = _sum_to(_t14 * _t13, _t2, _t3).unsqueeze(-1)
             if need_a:
-                _t21 = (-_t19 * sum2 / _t17**2) * grad_y
-                _t22 = torch.where(_t15, 0, _t21)
-                _t23 = torch.where(_t16, 0, _t22) / 2 + torch.where(_t15, _t21, 0)
+                _t16 = _t11 == eps
+                _t17 = _t11 > eps
+                _t18 = torch.where(
+                    (_t11 < eps), 0, (-_t14 / _t12) * (sum2 / _t12 * grad_y)
+                )
+                _t19 = torch.where(_t17, 0, _t18)
+                _t20 = (
+                    torch.where(_t16, _t19, 0) / 2
+                    + torch.where(_t16, 0, _t19)
+                    + torch.where(_t17, _t18, 0)
+                )
                 grad_a = _accumulate(
                     grad_a,
-                    _t7 * _sum_to(1 / (2 * _t14) * _t23, _t1, _t2).unsqueeze(-1)
-                    + _sum_to(_t20 * b, _t0, _t3),
+                    _t7 * _sum_to(1 / (2 * _t11) * _t20, _t1, _t3).unsqueeze(-1)
+                    + _sum_to(_t15 * b, _t0, _t4),
                 )
             if need_b:
-                _t24 = (-sum2 / _t13**2) * _t18
-                _t25 = torch.where(_t10, 0, _t24)
-                _t26 = torch.where(_t11, 0, _t25) / 2 + torch.where(_t10, _t24, 0)
+                _t21 = _t9 == eps
+                _t22 = _t9 > eps
+                _t23 = torch.where((_t9 < eps), 0, ((-1 / _t10) * _t13) * (sum2 / _t10))
+                _t24 = torch.where(_t22, 0, _t23)
+                _t25 = (
+                    torch.where(_t21, _t24, 0) / 2
+                    + torch.where(_t21, 0, _t24)
+                    + torch.where(_t22, _t23, 0)
+                )
                 grad_b = _accumulate(
                     grad_b,
-                    _t8 * _sum_to(1 / (2 * _t9) * _t26, _t5, _t2).unsqueeze(-1)
-                    + _sum_to(_t20 * a, _t4, _t3),
+                    _t8 * _sum_to(1 / (2 * _t9) * _t25, _t6, _t3).unsqueeze(-1)
+                    + _sum_to(_t15 * a, _t5, _t4),
                 )
         if grad_sum0 is not None:
             if need_a:
@@ -192,11 +206,11 @@ class CosineSimilarity(torch.autograd.Function):
                 grad_b = _accumulate(grad_b, _t8 * grad_sum1.unsqueeze(-1))
         if grad_sum2 is not None:
             if need_a or need_b:
-                _t27 = grad_sum2.unsqueeze(-1)
+                _t26 = grad_sum2.unsqueeze(-1)
             if need_a:
-                grad_a = _accumulate(grad_a, _sum_to(_t27 * b, _t0, _t3))
+                grad_a = _accumulate(grad_a, _sum_to(_t26 * b, _t0, _t4))
             if need_b:
-                grad_b = _accumulate(grad_b, _sum_to(_t27 * a, _t4, _t3))
+                grad_b = _accumulate(grad_b, _sum_to(_t26 * a, _t5, _t4))
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
     @staticmethod
@@ -205,33 +219,48 @@ class CosineSimilarity(torch.autograd.Function):
         a, b, sum0, sum1, sum2 = ctx.saved_tensors
         (eps,) = ctx.numbers
         y_shape, sum0_shape, sum1_shape, sum2_shape = ctx.output_shapes
-        tangent_a, tangent_b = _fill_tangents(tangent_a, tangent_b)
-        _t28 = torch.sqrt(sum0)
-        _t29 = _t28 > eps
-        _t30 = _t28 < eps
-        _t31 = eps / 2
-        _t32 = torch.where(_t29, _t28, torch.where(_t30, eps, _t31 + _t28 / 2))
-        _t33 = 1 / _t32
-        _t34 = torch.sqrt(sum1)
-        _t35 = _t34 > eps
-        _t36 = _t34 < eps
-        _t37 = torch.where(_t35, _t34, torch.where(_t36, eps, _t31 + _t34 / 2))
-        _t38 = 1 / _t37
+        tangent_a, tangent_b = _fill_tangents(
+            (tangent_a, tangent_b), ctx.tangent_shapes
+        )
+        _t27 = torch.sqrt(sum0)
+        _t28 = torch.maximum(_t27, torch.tensor(eps, dtype=_t27.dtype))
+        _t29 = 1 / _t28
+        _t30 = torch.sqrt(sum1)
+        _t31 = torch.maximum(_t30, torch.tensor(eps, dtype=_t30.dtype))
+        _t32 = 1 / _t31
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
         tangent_sum1 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sum2 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
-        _t39 = tangent_sum1 / _t34
-        _t40 = tangent_sum0 / _t28
+        _t33 = tangent_sum1 / _t30
+        _t34 = _t33 / 2
+        _t35 = tangent_sum0 / _t27
+        _t36 = _t35 / 2
         tangent_y = (
-            _t33 * _t38 * tangent_sum2
-            - _t33
-            * sum2
-            * torch.where(_t35, _t39 / 2, torch.where(_t36, 0, _t39 / 4))
-            / _t37**2
-            - _t38
-            * sum2
-            * torch.where(_t29, _t40 / 2, torch.where(_t30, 0, _t40 / 4))
-            / _t32**2
+            _t29 * _t32 * tangent_sum2
+            + (-_t29 / _t31)
+            * (
+                sum2
+                * torch.where(
+                    (_t30 < eps),
+                    0,
+                    torch.where(
+                        (_t30 > eps), _t34, torch.where((_t30 == eps), _t33 / 4, _t34)
+                    ),
+                )
+                / _t31
+            )
+            + (-_t32 / _t28)
+            * (
+                sum2
+                * torch.where(
+                    (_t27 < eps),
+                    0,
+                    torch.where(
+                        (_t27 > eps), _t36, torch.where((_t27 == eps), _t35 / 4, _t36)
+                    ),
+                )
+                / _t28
+            )
         )
         return (
             _expand_to(tangent_y, y_shape),

@@ -10,8 +10,9 @@ Forward:
     u = envelope*cos(phase)**n
 
 Derivatives:
-    du/dx = -beta*envelope*n*cos(phase)**(-1 + n)*sin(phase)
-    du/dt = -gamma*u + envelope*omega*n*cos(phase)**(-1 + n)*sin(phase)
+    du/dx = -beta*envelope*n*cos(phase)**(-1 + n + where(n == 0, 1, 0))*sin(phase)
+    du/dt = -gamma*u + envelope*omega*n*cos(phase)**(-1 + n + where(n == 0, 1,
+        0))*sin(phase)
 """
 
 from __future__ import annotations
@@ -36,10 +37,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class DampedWave(torch.autograd.Function):
@@ -73,6 +80,7 @@ class DampedWave(torch.autograd.Function):
         ctx.numbers = (gamma, beta, omega, E, n)
         ctx.save_for_forward(x, t)
         ctx.output_shapes = (u.shape,)
+        ctx.tangent_shapes = (x.shape, t.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_u: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -83,7 +91,12 @@ class DampedWave(torch.autograd.Function):
         if need_x or need_t:
             envelope = E * torch.exp((-gamma) * t)
             phase = beta * x + (-omega) * t
-            _t0 = envelope * n * torch.cos(phase) ** (-1 + n) * torch.sin(phase)
+            _t0 = (
+                envelope
+                * n
+                * torch.cos(phase) ** (-1 + n + (1 if (n == 0) else 0))
+                * torch.sin(phase)
+            )
         if need_x:
             grad_x = (-beta) * _t0 * grad_u
         if need_t:
@@ -113,7 +126,9 @@ class DampedWave(torch.autograd.Function):
         x, t = ctx.saved_tensors
         gamma, beta, omega, E, n = ctx.numbers
         (u_shape,) = ctx.output_shapes
-        tangent_x, tangent_t = _fill_tangents(tangent_x, tangent_t)
+        tangent_x, tangent_t = _fill_tangents(
+            (tangent_x, tangent_t), ctx.tangent_shapes
+        )
         envelope = E * torch.exp((-gamma) * t)
         phase = beta * x + (-omega) * t
         tangent_envelope = (-gamma) * envelope * tangent_t
@@ -121,7 +136,11 @@ class DampedWave(torch.autograd.Function):
         _t1 = torch.cos(phase)
         tangent_u = tangent_envelope * _t1**n + (
             -n
-        ) * envelope * tangent_phase * _t1 ** (-1 + n) * torch.sin(phase)
+        ) * envelope * tangent_phase * _t1 ** (
+            -1 + n + (1 if (n == 0) else 0)
+        ) * torch.sin(
+            phase
+        )
         return _expand_to(tangent_u, u_shape)
 
 

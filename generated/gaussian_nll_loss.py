@@ -58,10 +58,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class GaussianNLLLoss(torch.autograd.Function):
@@ -86,6 +92,7 @@ class GaussianNLLLoss(torch.autograd.Function):
         ctx.save_for_backward(x, target, var)
         ctx.save_for_forward(x, target, var)
         ctx.output_shapes = (loss.shape,)
+        ctx.tangent_shapes = (x.shape, target.shape, var.shape)
         _t0 = _count(torch.broadcast_shapes(target.shape, var.shape, x.shape), None)
         _t1 = x.shape
         _t2 = torch.broadcast_shapes(target.shape, var.shape, x.shape)
@@ -124,14 +131,14 @@ class GaussianNLLLoss(torch.autograd.Function):
         (loss_shape,) = ctx.output_shapes
         _t0, _t1, _t2, _t3, _t4 = ctx.shape_facts
         tangent_x, tangent_target, tangent_var = _fill_tangents(
-            tangent_x, tangent_target, tangent_var
+            (tangent_x, tangent_target, tangent_var), ctx.tangent_shapes
         )
         _t9 = 0.5 / var
         tangent_loss = torch.mean(
             _sum_to(
                 _t9 * tangent_var
                 + _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
-                - 0.5 * tangent_var * (x - target) ** 2 / var**2,
+                + (-0.5 * tangent_var / var) * ((x - target) ** 2 / var),
                 _t2,
                 _t2,
             )

@@ -36,10 +36,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class GeluTanh(torch.autograd.Function):
@@ -61,6 +67,7 @@ class GeluTanh(torch.autograd.Function):
         ctx.save_for_backward(x)
         ctx.save_for_forward(x)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -81,7 +88,7 @@ class GeluTanh(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t4 = math.sqrt(2 / math.pi)
         inner = _t4 * (x + 0.044715 * x**3)
         tangent_inner = _t4 * (tangent_x + 0.134145 * tangent_x * x**2)

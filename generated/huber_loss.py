@@ -61,10 +61,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class HuberLoss(torch.autograd.Function):
@@ -92,6 +98,7 @@ class HuberLoss(torch.autograd.Function):
         ctx.numbers = (delta,)
         ctx.save_for_forward(x, target)
         ctx.output_shapes = (loss.shape,)
+        ctx.tangent_shapes = (x.shape, target.shape)
         _t1 = _count(torch.broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t1,)
 
@@ -122,7 +129,9 @@ class HuberLoss(torch.autograd.Function):
         x, target = ctx.saved_tensors
         (delta,) = ctx.numbers
         (loss_shape,) = ctx.output_shapes
-        tangent_x, tangent_target = _fill_tangents(tangent_x, tangent_target)
+        tangent_x, tangent_target = _fill_tangents(
+            (tangent_x, tangent_target), ctx.tangent_shapes
+        )
         d = x - target
         _t0 = torch.abs(d)
         tangent_d = tangent_x - tangent_target

@@ -8,16 +8,17 @@ Forward:
     y = clamp(slope*min(x, 0) + relu(x), -1, cap) + max(x, floor_)
 
 Derivatives:
-    dy/dx = where(x > 0, 0, where(x < 0, 0, slope*where(slope*where(x < 0, x, where(x >
-        0, 0, x/2)) + where(x > 0, x, 0) > cap, 0, where(slope*where(x < 0, x, where(x >
-        0, 0, x/2)) + where(x > 0, x, 0) < -1, 0, 1))))/2 + where(x < floor_, 0, where(x
-        > floor_, 0, 1))/2 + where(x > 0, where(slope*where(x < 0, x, where(x > 0, 0,
-        x/2)) + where(x > 0, x, 0) > cap, 0, where(slope*where(x < 0, x, where(x > 0, 0,
-        x/2)) + where(x > 0, x, 0) < -1, 0, 1)), 0) + where(x > floor_, 1, 0) + where(x
-        < 0, slope*where(slope*where(x < 0, x, where(x > 0, 0, x/2)) + where(x > 0, x,
-        0) > cap, 0, where(slope*where(x < ...
-    dy/dfloor_ = where(x < floor_, 0, where(x > floor_, 0, 1))/2 + where(x < floor_,
-        where(x > floor_, 0, 1), 0)
+    dy/dx = where(x == 0, where(x < 0, 0, where(x > 0, 0, slope*where((slope*min(x, 0) +
+        relu(x) >= -1) & (slope*min(x, 0) + relu(x) <= cap), 1, 0))), 0)/2 + where(x ==
+        floor_, where(x > floor_, 0, where(x < floor_, 0, 1)), 0)/2 + where(x == 0, 0,
+        where(x < 0, 0, where(x > 0, 0, slope*where((slope*min(x, 0) + relu(x) >= -1) &
+        (slope*min(x, 0) + relu(x) <= cap), 1, 0)))) + where(x == floor_, 0, where(x >
+        floor_, 0, where(x < floor_, 0, 1))) + where(x > floor_, where(x < floor_, 0,
+        1), 0) + where(x <= 0, 0, where((slope*min(x, 0) + relu(x) >= -1) &
+        (slope*min(x, 0) + relu(x) <= cap), 1, 0)) + ...
+    dy/dfloor_ = where(x == floor_, where(x > floor_, 0, where(x < floor_, 0, 1)), 0)/2
+        + where(x == floor_, 0, where(x > floor_, 0, where(x < floor_, 0, 1))) + where(x
+        < floor_, 1, 0)
 """
 
 from __future__ import annotations
@@ -42,10 +43,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class KinkedActivation(torch.autograd.Function):
@@ -59,8 +66,7 @@ class KinkedActivation(torch.autograd.Function):
         x: torch.Tensor, floor_: torch.Tensor, slope: float = 0.1, cap: float = 2.0
     ) -> torch.Tensor:
         y = torch.clamp(
-            slope * torch.minimum(x, torch.tensor(0, dtype=torch.float64))
-            + torch.relu(x),
+            slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(x),
             -1,
             cap,
         ) + torch.maximum(x, floor_)
@@ -74,6 +80,7 @@ class KinkedActivation(torch.autograd.Function):
         ctx.numbers = (slope, cap)
         ctx.save_for_forward(x, floor_)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape, floor_.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -82,27 +89,31 @@ class KinkedActivation(torch.autograd.Function):
         need_x, need_floor_, _, _ = ctx.needs_input_grad
         grad_x = grad_floor_ = None
         if need_x or need_floor_:
-            _t0 = x < floor_
-            _t1 = x > floor_
+            _t0 = x > floor_
+            _t1 = x < floor_
             _t2 = torch.where(_t1, 0, grad_y)
-            _t3 = torch.where(_t0, 0, _t2) / 2
+            _t3 = x == floor_
+            _t4 = torch.where(_t0, 0, _t2)
+            _t5 = torch.where(_t3, _t4, 0) / 2 + torch.where(_t3, 0, _t4)
         if need_x:
-            _t4 = x > 0
-            _t5 = x < 0
-            _t6 = slope * torch.where(_t5, x, torch.where(_t4, 0, x / 2)) + torch.where(
-                _t4, x, 0
+            _t6 = x == 0
+            _t7 = x < 0
+            _t8 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
+                x
             )
-            _t7 = torch.where((_t6 > cap), 0, torch.where((_t6 < -1), 0, grad_y))
-            _t8 = _t7 * slope
+            _t9 = torch.where(((_t8 >= -1) & (_t8 <= cap)), grad_y, 0)
+            _t10 = torch.where((x > 0), 0, _t9 * slope)
+            _t11 = torch.where(_t7, 0, _t10)
             grad_x = (
-                _t3
-                + torch.where(_t4, 0, torch.where(_t5, 0, _t8)) / 2
-                + torch.where(_t4, _t7, 0)
-                + torch.where(_t5, _t8, 0)
-                + torch.where(_t1, grad_y, 0)
+                _t5
+                + torch.where(_t6, _t11, 0) / 2
+                + torch.where(_t6, 0, _t11)
+                + torch.where(_t7, _t10, 0)
+                + torch.where(_t0, _t2, 0)
+                + torch.where((x <= 0), 0, _t9)
             )
         if need_floor_:
-            grad_floor_ = _t3 + torch.where(_t0, _t2, 0)
+            grad_floor_ = _t5 + torch.where(_t1, grad_y, 0)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_floor_, floor_.shape),
@@ -122,25 +133,30 @@ class KinkedActivation(torch.autograd.Function):
         x, floor_ = ctx.saved_tensors
         slope, cap = ctx.numbers
         (y_shape,) = ctx.output_shapes
-        tangent_x, tangent_floor_ = _fill_tangents(tangent_x, tangent_floor_)
-        _t9 = tangent_x / 2
-        _t10 = x < 0
-        _t11 = x > 0
-        _t12 = slope * torch.where(_t10, x, torch.where(_t11, 0, x / 2)) + torch.where(
-            _t11, x, 0
+        tangent_x, tangent_floor_ = _fill_tangents(
+            (tangent_x, tangent_floor_), ctx.tangent_shapes
         )
+        _t12 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(x)
+        _t13 = tangent_x / 2
         tangent_y = torch.where(
-            (x > floor_),
-            tangent_x,
-            torch.where((x < floor_), tangent_floor_, _t9 + tangent_floor_ / 2),
-        ) + torch.where(
-            (_t12 < -1),
-            0,
-            torch.where(
-                (_t12 > cap),
+            ((_t12 >= -1) & (_t12 <= cap)),
+            slope
+            * torch.where(
+                (x > 0),
                 0,
-                slope * torch.where(_t10, tangent_x, torch.where(_t11, 0, _t9))
-                + torch.where(_t11, tangent_x, 0),
+                torch.where((x < 0), tangent_x, torch.where((x == 0), _t13, tangent_x)),
+            )
+            + torch.where((x <= 0), 0, tangent_x),
+            0,
+        ) + torch.where(
+            (x < floor_),
+            tangent_floor_,
+            torch.where(
+                (x > floor_),
+                tangent_x,
+                torch.where(
+                    (x == floor_), _t13 + tangent_floor_ / 2, tangent_floor_ + tangent_x
+                ),
             ),
         )
         return _expand_to(tangent_y, y_shape)

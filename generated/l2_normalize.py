@@ -65,10 +65,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -98,6 +104,7 @@ class L2Normalize(torch.autograd.Function):
         ctx.save_for_backward(x, norm)
         ctx.save_for_forward(x, norm)
         ctx.output_shapes = (unit.shape, norm.shape)
+        ctx.tangent_shapes = (x.shape,)
         _t0 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t1 = x.shape
         ctx.shape_facts = (_t0, _t1)
@@ -129,11 +136,11 @@ class L2Normalize(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, norm = ctx.saved_tensors
         unit_shape, norm_shape = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t3 = 1 / norm
         tangent_sum0 = torch.sum(2 * tangent_x * x, dim=-1, keepdim=True)
         tangent_n = _t3 * tangent_sum0 / 2
-        tangent_unit = _t3 * tangent_x + (-tangent_n / norm**2) * x
+        tangent_unit = _t3 * tangent_x + (-tangent_n / norm) * (1 / norm * x)
         return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
 
 

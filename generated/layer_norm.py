@@ -19,6 +19,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -75,10 +76,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -111,6 +118,7 @@ class LayerNorm(torch.autograd.Function):
         ctx.save_for_backward(x, y, mu, rstd)
         ctx.save_for_forward(x, mu, rstd)
         ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
+        ctx.tangent_shapes = (x.shape,)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t2 = x.shape
@@ -128,7 +136,7 @@ class LayerNorm(torch.autograd.Function):
         need_x, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t3 = 1 / _t0
+            _t3 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
             _t4 = rstd**2 * y
         if grad_y is not None:
             if need_x:
@@ -151,7 +159,7 @@ class LayerNorm(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, mu, rstd = ctx.saved_tensors
         y_shape, mu_shape, rstd_shape = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         xc = x - mu
         tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
         tangent_xc = tangent_x - tangent_mu

@@ -22,6 +22,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -78,10 +79,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -117,6 +124,7 @@ class LayerNormAffine(torch.autograd.Function):
         ctx.input_shapes = (b.shape,)
         ctx.save_for_forward(x, w, mu, rstd)
         ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
+        ctx.tangent_shapes = (x.shape, w.shape, b.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t2 = x.shape
@@ -139,7 +147,7 @@ class LayerNormAffine(torch.autograd.Function):
             xc = x - mu
         if need_x:
             _t4 = rstd**3
-            _t5 = 1 / _t0
+            _t5 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
             _t6 = _t5 * xc
         if grad_y is not None:
             if need_x or need_w:
@@ -175,7 +183,7 @@ class LayerNormAffine(torch.autograd.Function):
         x, w, mu, rstd = ctx.saved_tensors
         y_shape, mu_shape, rstd_shape = ctx.output_shapes
         tangent_x, tangent_w, tangent_b = _fill_tangents(
-            tangent_x, tangent_w, tangent_b
+            (tangent_x, tangent_w, tangent_b), ctx.tangent_shapes
         )
         xc = x - mu
         tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)

@@ -33,10 +33,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class LogSumExp(torch.autograd.Function):
@@ -57,6 +63,7 @@ class LogSumExp(torch.autograd.Function):
         ctx.save_for_backward(x, y)
         ctx.save_for_forward(x, y)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -72,7 +79,7 @@ class LogSumExp(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, y = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         tangent_y = torch.sum(tangent_x * torch.exp(x - y.unsqueeze(-1)), dim=-1)
         return _expand_to(tangent_y, y_shape)
 

@@ -36,10 +36,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -69,6 +75,7 @@ class LogisticMoments(torch.autograd.Function):
         ctx.input_shapes = (z.shape,)
         ctx.save_for_forward(expected)
         ctx.output_shapes = (expected.shape, variance.shape)
+        ctx.tangent_shapes = (z.shape,)
 
     @staticmethod
     def backward(
@@ -93,7 +100,7 @@ class LogisticMoments(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         (expected,) = ctx.saved_tensors
         expected_shape, variance_shape = ctx.output_shapes
-        (tangent_z,) = _fill_tangents(tangent_z)
+        (tangent_z,) = _fill_tangents((tangent_z,), ctx.tangent_shapes)
         _t1 = 1 - expected
         tangent_p = _t1 * expected * tangent_z
         tangent_variance = _t1 * tangent_p - expected * tangent_p

@@ -14,6 +14,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -56,10 +57,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class MSELoss(torch.autograd.Function):
@@ -80,6 +87,7 @@ class MSELoss(torch.autograd.Function):
         ctx.save_for_backward(x, target)
         ctx.save_for_forward(x, target)
         ctx.output_shapes = (loss.shape,)
+        ctx.tangent_shapes = (x.shape, target.shape)
         _t0 = _count(torch.broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t0,)
 
@@ -90,7 +98,11 @@ class MSELoss(torch.autograd.Function):
         need_x, need_target = ctx.needs_input_grad
         grad_x = grad_target = None
         if need_x or need_target:
-            _t1 = 2 / _t0 * grad_loss * (x - target)
+            _t1 = (
+                (2 / _t0 if _t0 else 2 * math.copysign(math.inf, _t0))
+                * grad_loss
+                * (x - target)
+            )
         if need_x:
             grad_x = _t1
         if need_target:
@@ -102,7 +114,9 @@ class MSELoss(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, target = ctx.saved_tensors
         (loss_shape,) = ctx.output_shapes
-        tangent_x, tangent_target = _fill_tangents(tangent_x, tangent_target)
+        tangent_x, tangent_target = _fill_tangents(
+            (tangent_x, tangent_target), ctx.tangent_shapes
+        )
         tangent_loss = torch.mean((tangent_x - tangent_target) * (-2 * target + 2 * x))
         return _expand_to(tangent_loss, loss_shape)
 

@@ -38,10 +38,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -70,6 +76,7 @@ class Polar(torch.autograd.Function):
         ctx.save_for_backward(x, y, radius)
         ctx.save_for_forward(x, y, radius)
         ctx.output_shapes = (radius.shape, angle.shape)
+        ctx.tangent_shapes = (x.shape, y.shape)
 
     @staticmethod
     def backward(
@@ -100,7 +107,9 @@ class Polar(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, y, radius = ctx.saved_tensors
         radius_shape, angle_shape = ctx.output_shapes
-        tangent_x, tangent_y = _fill_tangents(tangent_x, tangent_y)
+        tangent_x, tangent_y = _fill_tangents(
+            (tangent_x, tangent_y), ctx.tangent_shapes
+        )
         _t3 = 1 / x**2
         tangent_r2 = 2 * tangent_x * x + 2 * tangent_y * y
         tangent_radius = tangent_r2 / (2 * radius)

@@ -36,10 +36,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class PseudoHuber(torch.autograd.Function):
@@ -63,6 +69,7 @@ class PseudoHuber(torch.autograd.Function):
         ctx.save_for_backward(prediction, target, delta)
         ctx.save_for_forward(prediction, target, delta)
         ctx.output_shapes = (loss.shape,)
+        ctx.tangent_shapes = (prediction.shape, delta.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -92,7 +99,7 @@ class PseudoHuber(torch.autograd.Function):
         prediction, target, delta = ctx.saved_tensors
         (loss_shape,) = ctx.output_shapes
         tangent_prediction, tangent_delta = _fill_tangents(
-            tangent_prediction, tangent_delta
+            (tangent_prediction, tangent_delta), ctx.tangent_shapes
         )
         _t3 = 1 / delta
         _t4 = prediction - target

@@ -34,10 +34,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -69,6 +75,7 @@ class Quantize(torch.autograd.Function):
         ctx.save_for_backward(x)
         ctx.save_for_forward(x)
         ctx.output_shapes = (value.shape, index.shape)
+        ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(
@@ -82,7 +89,11 @@ class Quantize(torch.autograd.Function):
                 grad_x = _accumulate(
                     grad_x,
                     grad_value
-                    * torch.where(((-4 <= x) & (x <= 4)), x.new_tensor(1), 0),
+                    * torch.where(
+                        ((-4 <= x) & (x <= 4)),
+                        torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                        0,
+                    ),
                 )
         return _reduce_to(grad_x, x.shape), None
 
@@ -91,10 +102,15 @@ class Quantize(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         (x,) = ctx.saved_tensors
         value_shape, index_shape = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         return (
             _expand_to(
-                tangent_x * torch.where(((-4 <= x) & (x <= 4)), x.new_tensor(1), 0),
+                tangent_x
+                * torch.where(
+                    ((-4 <= x) & (x <= 4)),
+                    torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                    0,
+                ),
                 value_shape,
             ),
             None,

@@ -33,10 +33,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class ReplaceGrad(torch.autograd.Function):
@@ -58,6 +64,7 @@ class ReplaceGrad(torch.autograd.Function):
         y = output
         ctx.input_shapes = (backward_value.shape,)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (forward_value.shape, backward_value.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -73,7 +80,7 @@ class ReplaceGrad(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         (y_shape,) = ctx.output_shapes
         tangent_forward_value, tangent_backward_value = _fill_tangents(
-            tangent_forward_value, tangent_backward_value
+            (tangent_forward_value, tangent_backward_value), ctx.tangent_shapes
         )
         return _expand_to(tangent_backward_value, y_shape).view(y_shape)
 

@@ -72,10 +72,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
@@ -106,6 +112,7 @@ class RMSNormOp(torch.autograd.Function):
         ctx.save_for_backward(x, w, y, r)
         ctx.save_for_forward(x, w, r)
         ctx.output_shapes = (y.shape, r.shape)
+        ctx.tangent_shapes = (x.shape, w.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t2 = x.shape
@@ -143,7 +150,9 @@ class RMSNormOp(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, w, r = ctx.saved_tensors
         y_shape, r_shape = ctx.output_shapes
-        tangent_x, tangent_w = _fill_tangents(tangent_x, tangent_w)
+        tangent_x, tangent_w = _fill_tangents(
+            (tangent_x, tangent_w), ctx.tangent_shapes
+        )
         tangent_mean0 = torch.mean(2 * tangent_x * x, dim=-1, keepdim=True)
         tangent_r = -tangent_mean0 * r**3 / 2
         tangent_y = r * tangent_w * x + r * tangent_x * w + tangent_r * w * x

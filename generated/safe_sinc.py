@@ -5,12 +5,12 @@
 """sin(x) / x with its limit 1 at x = 0, plus sqrt(x) where x > 0.
 
 Forward:
-    y = where(x != 0, sin(x)/x, 1) + where(x > 0, sqrt(x), 0)
+    y = where(x > 0, sqrt(x), 0) + where(x != 0, sin(x)/x, 1)
 
 Derivatives:
-    dy/dx = where(x != 0, (-sin(where(x != 0, x, 1))/where(x != 0, x, 1) + cos(where(x
-        != 0, x, 1)))*where(x != 0, 1, 0)/where(x != 0, x, 1), 0) + where(x > 0, where(x
-        > 0, 1, 0)/(2*sqrt(where(x > 0, x, 1))), 0)
+    dy/dx = where(x > 0, where(x > 0, 1, 0)/(2*sqrt(where(x > 0, x, 1))), 0) + where(x
+        != 0, (-sin(where(x != 0, x, 1))/where(x != 0, x, 1) + cos(where(x != 0, x,
+        1)))*where(x != 0, 1, 0)/where(x != 0, x, 1), 0)
 """
 
 from __future__ import annotations
@@ -35,10 +35,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class SafeSinc(torch.autograd.Function):
@@ -49,8 +55,8 @@ class SafeSinc(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
-        y = torch.where((x != 0), torch.sin(x) / x, 1) + torch.where(
-            (x > 0), torch.sqrt(x), 0
+        y = torch.where((x > 0), torch.sqrt(x), 0) + torch.where(
+            (x != 0), torch.sin(x) / x, 1
         )
         return y
 
@@ -61,6 +67,7 @@ class SafeSinc(torch.autograd.Function):
         ctx.save_for_backward(x)
         ctx.save_for_forward(x)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -68,19 +75,19 @@ class SafeSinc(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t0 = x != 0
-            _t1 = torch.where(_t0, x, 1)
-            _t2 = 1 / _t1
-            _t3 = x > 0
+            _t0 = x > 0
+            _t1 = x != 0
+            _t2 = torch.where(_t1, x, 1)
+            _t3 = 1 / _t2
             grad_x = torch.where(
                 _t0,
-                _t2
-                * (-_t2 * torch.sin(_t1) + torch.cos(_t1))
-                * torch.where(_t0, grad_y, 0),
+                torch.where(_t0, grad_y, 0) / (2 * torch.sqrt(torch.where(_t0, x, 1))),
                 0,
             ) + torch.where(
-                _t3,
-                torch.where(_t3, grad_y, 0) / (2 * torch.sqrt(torch.where(_t3, x, 1))),
+                _t1,
+                _t3
+                * (-_t3 * torch.sin(_t2) + torch.cos(_t2))
+                * torch.where(_t1, grad_y, 0),
                 0,
             )
         return (_reduce_to(grad_x, x.shape),)
@@ -90,17 +97,17 @@ class SafeSinc(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
-        (tangent_x,) = _fill_tangents(tangent_x)
-        _t4 = x != 0
-        _t5 = torch.where(_t4, x, 1)
-        _t6 = torch.where(_t4, tangent_x, 0)
-        _t7 = x > 0
+        (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
+        _t4 = x > 0
+        _t5 = x != 0
+        _t6 = torch.where(_t5, x, 1)
+        _t7 = torch.where(_t5, tangent_x, 0)
         tangent_y = torch.where(
-            _t4, _t6 * torch.cos(_t5) / _t5 - _t6 * torch.sin(_t5) / _t5**2, 0
-        ) + torch.where(
-            _t7,
-            torch.where(_t7, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t7, x, 1))),
+            _t4,
+            torch.where(_t4, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t4, x, 1))),
             0,
+        ) + torch.where(
+            _t5, _t7 * torch.cos(_t6) / _t6 + (-_t7 / _t6) * (torch.sin(_t6) / _t6), 0
         )
         return _expand_to(tangent_y, y_shape)
 

@@ -11,10 +11,10 @@ Forward:
 
 Derivatives:
     dy/da = p/a + erfinv(0.5*z)*polygamma(1, a) - a*atan2(z, a)*logit(p)/r**3 -
-        z*logit(p)/(r*(a**2 + z**2)) + digamma(a)
-    dy/dp = atan2(z, a)/(p*r*(1 - p)) + xlogy(sign(abs(p) + abs(sign(a)) + sign(a)), a)
-    dy/dz = 0.25*sqrt(pi)*digamma(a)*exp(erfinv(0.5*z)**2) + a*logit(p)/(r*(a**2 +
-        z**2)) - z*atan2(z, a)*logit(p)/r**3
+        z*logit(p)/(r*where(a**2 + z**2 != 0, a**2 + z**2, 1)) + digamma(a)
+    dy/dp = atan2(z, a)/(p*r*(1 - p)) + xlogy(where(p == 0 & (a <= 0), 0, 1), a)
+    dy/dz = 0.25*sqrt(pi)*digamma(a)*exp(erfinv(0.5*z)**2) + a*logit(p)/(r*where(a**2 +
+        z**2 != 0, a**2 + z**2, 1)) - z*atan2(z, a)*logit(p)/r**3
 """
 
 from __future__ import annotations
@@ -40,10 +40,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class SpecialMix(torch.autograd.Function):
@@ -72,6 +78,7 @@ class SpecialMix(torch.autograd.Function):
         ctx.save_for_backward(a, p, z)
         ctx.save_for_forward(a, p, z)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (a.shape, p.shape, z.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -86,31 +93,42 @@ class SpecialMix(torch.autograd.Function):
             _t2 = torch.special.erfinv(0.5 * z)
             _t3 = torch.special.logit(p)
             _t4 = _t3 * a
-            _t5 = _t3 * z
-            _t6 = torch.special.digamma(a)
-            _t7 = _t0 / r**3
-            _t8 = _t1 / (a**2 + z**2)
+            _t5 = a**2 + z**2
+            _t6 = _t3 * z
+            _t7 = torch.special.digamma(a)
+            _t8 = _t0 / r**3
+            _t9 = _t1 / torch.where((_t5 != 0), _t5, 1)
         if need_a:
             grad_a = grad_y * (
-                _t6
+                _t7
                 + _t2 * torch.special.polygamma(1, a)
                 + p / a
-                - _t4 * _t7
-                - _t8 * _t5
+                - _t4 * _t8
+                - _t9 * _t6
             )
         if need_p:
-            _t9 = torch.sign(a)
             grad_p = grad_y * (
                 _t0 * _t1 / (p * (1 - p))
                 + torch.special.xlogy(
-                    torch.sign(_t9 + torch.abs(_t9) + torch.abs(p)), a
+                    torch.where(
+                        ((p == 0) & (a <= 0)),
+                        torch.tensor(
+                            0,
+                            dtype=torch.promote_types(
+                                torch.result_type(a, 0), torch.result_type(p, 0)
+                            ),
+                            device=a.device,
+                        ),
+                        1,
+                    ),
+                    a,
                 )
             )
         if need_z:
             grad_z = grad_y * (
-                _t4 * _t8
-                - _t7 * _t5
-                + 0.25 * math.sqrt(math.pi) * _t6 * torch.exp(_t2**2)
+                _t4 * _t9
+                - _t8 * _t6
+                + 0.25 * math.sqrt(math.pi) * _t7 * torch.exp(_t2**2)
             )
         return (
             _reduce_to(grad_a, a.shape),
@@ -124,12 +142,12 @@ class SpecialMix(torch.autograd.Function):
         a, p, z = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         tangent_a, tangent_p, tangent_z = _fill_tangents(
-            tangent_a, tangent_p, tangent_z
+            (tangent_a, tangent_p, tangent_z), ctx.tangent_shapes
         )
         _t10 = torch.special.digamma(a)
-        _t11 = torch.sign(a)
-        _t12 = torch.special.erfinv(0.5 * z)
-        _t13 = 1 / (a**2 + z**2)
+        _t11 = torch.special.erfinv(0.5 * z)
+        _t12 = a**2 + z**2
+        _t13 = 1 / torch.where((_t12 != 0), _t12, 1)
         _t14 = torch.special.logit(p)
         _t15 = torch.atan2(z, a)
         r = torch.hypot(z, a)
@@ -138,12 +156,25 @@ class SpecialMix(torch.autograd.Function):
         tangent_y = (
             _t10 * tangent_a
             + tangent_p
-            * torch.special.xlogy(torch.sign(_t11 + torch.abs(_t11) + torch.abs(p)), a)
+            * torch.special.xlogy(
+                torch.where(
+                    ((p == 0) & (a <= 0)),
+                    torch.tensor(
+                        0,
+                        dtype=torch.promote_types(
+                            torch.result_type(a, 0), torch.result_type(p, 0)
+                        ),
+                        device=a.device,
+                    ),
+                    1,
+                ),
+                a,
+            )
             + _t16 * _t14 * (_t13 * a * tangent_z - _t13 * tangent_a * z)
-            + _t12 * tangent_a * torch.special.polygamma(1, a)
+            + _t11 * tangent_a * torch.special.polygamma(1, a)
             + p * tangent_a / a
-            - _t14 * _t15 * tangent_r / r**2
-            + 0.25 * math.sqrt(math.pi) * _t10 * tangent_z * torch.exp(_t12**2)
+            + (-_t14 / r) * (_t15 * tangent_r / r)
+            + 0.25 * math.sqrt(math.pi) * _t10 * tangent_z * torch.exp(_t11**2)
             + _t16 * _t15 * tangent_p / (p * (1 - p))
         )
         return _expand_to(tangent_y, y_shape)

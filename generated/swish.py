@@ -34,10 +34,16 @@ def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return tangent if tangent.shape == shape else tangent.expand(shape)
 
 
-def _fill_tangents(*tangents: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The tangents, with a missing one (an input without a tangent) as a 0-d zero."""
+def _fill_tangents(
+    tangents: tuple[torch.Tensor | None, ...], shapes: tuple[torch.Size, ...]
+) -> tuple[torch.Tensor, ...]:
+    """The tangents; a missing one (no tangent given) as zeros of its input's shape."""
     given = next(t for t in tangents if t is not None)
-    return tuple(given.new_zeros(()) if t is None else t for t in tangents)
+    zero = given.new_zeros(())
+    return tuple(
+        zero.expand(s) if t is None else t
+        for t, s in zip(tangents, shapes, strict=True)
+    )
 
 
 class Swish(torch.autograd.Function):
@@ -58,6 +64,7 @@ class Swish(torch.autograd.Function):
         ctx.save_for_backward(x, beta, y)
         ctx.save_for_forward(x, beta, y)
         ctx.output_shapes = (y.shape,)
+        ctx.tangent_shapes = (x.shape, beta.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -78,7 +85,9 @@ class Swish(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, beta, y = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
-        tangent_x, tangent_beta = _fill_tangents(tangent_x, tangent_beta)
+        tangent_x, tangent_beta = _fill_tangents(
+            (tangent_x, tangent_beta), ctx.tangent_shapes
+        )
         _t2 = torch.sigmoid(beta * x)
         tangent_y = _t2 * tangent_x + y * (1 - _t2) * (
             beta * tangent_x + tangent_beta * x
