@@ -182,7 +182,9 @@ class Where(sympy.Function):
             return a
         if isinstance(cond, BooleanFalse) and not sympy.sympify(a).free_symbols:
             return b
-        if a == b:
+        # Equal branches fold only under a decided condition: a condition on tensors
+        # broadcasts the result to its shape (where(x > 0, k, k) has x's shape).
+        if a == b and not getattr(cond, "free_symbols", None):
             return a
         return None
 

@@ -1,0 +1,337 @@
+"""Random specs and their oracle: the same formula run op by op by torch and autograd.
+
+`random_case(seed)` draws a spec deterministically: 1-3 tensor inputs of broadcast-
+compatible shapes (size-1 dims, different ranks, 0-d), a number input, `where:` values
+reused several times, nested reductions with random dims and keepdim, softmax, kinks
+and conditions, and 1-3 outputs (some not differentiable). Each expression is a small
+tree that prints itself in the spec language and evaluates itself with torch, so the
+oracle is written independently of symgrad. `check_case` generates the Function and
+compares forward values, a vjp with cotangents on every output, a jvp, gradcheck and
+gradgradcheck with the oracle; it returns None or the first failure.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as nnf
+
+import symgrad
+
+Env = dict[str, Any]
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Node:
+    """An expression: its spec text, its torch evaluation and its shape."""
+
+    text: str
+    run: Callable[[Env], Any]
+    shape: Shape
+    # Whether it reads a tensor input (reductions and outputs need one).
+    tensor: bool = True
+
+
+def _broadcast(*shapes: Shape) -> Shape:
+    return tuple(torch.broadcast_shapes(*shapes))
+
+
+# (spec template, torch function): elementwise functions finite and smooth enough on
+# any finite argument, so gradcheck is meaningful wherever the fuzz lands.
+UNARY: list[tuple[str, Callable[[Any], Any]]] = [
+    ("sin({})", torch.sin),
+    ("tanh({})", torch.tanh),
+    ("sigmoid({})", torch.sigmoid),
+    ("softplus({})", nnf.softplus),
+    ("exp(tanh({}))", lambda u: torch.exp(torch.tanh(u))),
+    ("log(1 + ({})**2)", lambda u: torch.log(1 + u**2)),
+    ("sqrt(({})**2 + 0.5)", lambda u: torch.sqrt(u**2 + 0.5)),
+    ("({})**2", lambda u: u**2),
+    ("({})**3", lambda u: u**3),
+    ("atan({})", torch.atan),
+    ("erf({})", torch.erf),
+    ("abs({})", torch.abs),
+    ("relu({})", torch.relu),
+    ("clamp({}, -0.5, 0.5)", lambda u: torch.clamp(u, -0.5, 0.5)),
+    ("1 / (1 + ({})**2)", lambda u: 1 / (1 + u**2)),
+    ("-({})", lambda u: -u),
+]
+BINARY: list[tuple[str, Callable[[Any, Any], Any]]] = [
+    ("({}) + ({})", lambda a, b: a + b),
+    ("({}) - ({})", lambda a, b: a - b),
+    ("({}) * ({})", lambda a, b: a * b),
+    ("({}) / (1 + ({})**2)", lambda a, b: a / (1 + b**2)),
+    ("max({}, {})", torch.maximum),
+    ("min({}, {})", torch.minimum),
+    ("atan2({}, 1 + ({})**2)", lambda a, b: torch.atan2(a, 1 + b**2)),
+]
+
+
+@dataclass
+class _Drawer:
+    """Draws one random spec: its inputs, `where` values and outputs."""
+
+    rng: random.Random
+    leaves: list[Node] = field(default_factory=list)
+
+    def shapes(self) -> list[Shape]:
+        """1-3 shapes that broadcast together: suffixes of a base, some dims set to 1."""
+        base = tuple(self.rng.choice([2, 3]) for _ in range(self.rng.randint(0, 3)))
+        shapes = []
+        for _ in range(self.rng.randint(1, 3)):
+            rank = self.rng.randint(0, len(base))
+            suffix = base[len(base) - rank :]
+            shapes.append(tuple(1 if self.rng.random() < 0.3 else n for n in suffix))
+        return shapes
+
+    def expression(self, depth: int) -> Node:
+        if depth <= 0 or self.rng.random() < 0.2:
+            return self.rng.choice(self.leaves)
+        kind = self.rng.random()
+        if kind < 0.35:
+            template, function = self.rng.choice(UNARY)
+            child = self.expression(depth - 1)
+            run = _unary(function, child)
+            return Node(template.format(child.text), run, child.shape, child.tensor)
+        if kind < 0.65:
+            template, binary = self.rng.choice(BINARY)
+            a, b = self.expression(depth - 1), self.expression(depth - 1)
+            text, run = template.format(a.text, b.text), _binary(binary, a, b)
+            return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
+        if kind < 0.85:
+            return self.reduction(self.expression(depth - 1))
+        if kind < 0.92:
+            return self.softmax(self.expression(depth - 1))
+        return self.where(depth)
+
+    def reduction(self, child: Node) -> Node:
+        if not child.tensor:
+            return child  # the language reduces tensors only
+        name = self.rng.choice(["sum", "mean", "logsumexp"])
+        keepdim = self.rng.random() < 0.5
+        rank = len(child.shape)
+        dims: list[int] | None = None
+        if rank and self.rng.random() < 0.7:
+            chosen = self.rng.sample(range(rank), self.rng.randint(1, rank))
+            negative = self.rng.random() < 0.5
+            dims = sorted(d - rank if negative else d for d in chosen)
+        text = child.text
+        if dims is not None:
+            text += f", dim={dims[0] if len(dims) == 1 else dims}"
+        if keepdim:
+            text += ", keepdim=True"
+        run = _reduce(name, child, dims, keepdim)
+        shape = tuple(run(_zeros_env(self.leaves)).shape)
+        return Node(f"{name}({text})", run, shape)
+
+    def softmax(self, child: Node) -> Node:
+        if not child.shape or not child.tensor:
+            return child
+        name = self.rng.choice(["softmax", "log_softmax"])
+        dim = self.rng.randrange(len(child.shape)) - (
+            len(child.shape) if self.rng.random() < 0.5 else 0
+        )
+        function = torch.softmax if name == "softmax" else torch.log_softmax
+        return Node(
+            f"{name}({child.text}, dim={dim})",
+            lambda env: function(child.run(env), dim),
+            child.shape,
+        )
+
+    def where(self, depth: int) -> Node:
+        cond = self.expression(depth - 1)
+        a, b = self.expression(depth - 1), self.expression(depth - 1)
+        threshold = round(self.rng.uniform(-0.5, 0.5), 2)
+        text = f"where({cond.text} > {threshold}, {a.text}, {b.text})"
+
+        def run(env: Env) -> Any:
+            return torch.where(cond.run(env) > threshold, a.run(env), b.run(env))
+
+        shape = _broadcast(cond.shape, a.shape, b.shape)
+        return Node(text, run, shape, cond.tensor or a.tensor or b.tensor)
+
+
+def _unary(function: Callable[[Any], Any], child: Node) -> Callable[[Env], Any]:
+    return lambda env: function(child.run(env))
+
+
+def _binary(function: Callable[[Any, Any], Any], a: Node, b: Node) -> Callable[[Env], Any]:
+    return lambda env: function(a.run(env), b.run(env))
+
+
+def _reduce(name: str, child: Node, dims: list[int] | None, keepdim: bool) -> Callable[[Env], Any]:
+    def run(env: Env) -> Any:
+        value = child.run(env)
+        every = list(range(value.dim()))
+        axes = every if dims is None else dims
+        if name == "logsumexp":
+            return torch.logsumexp(value, dim=axes, keepdim=keepdim) if value.dim() else value
+        return getattr(torch, name)(value, dim=axes, keepdim=keepdim) if value.dim() else value
+
+    return run
+
+
+def _zeros_env(leaves: list[Node]) -> Env:
+    """An environment of zeros in each leaf's shape, to work out shapes."""
+    return {leaf.text: torch.zeros(leaf.shape) for leaf in leaves}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One random spec and its oracle."""
+
+    seed: int
+    data: dict[str, Any]
+    inputs: dict[str, Shape]
+    oracle: Callable[..., tuple[Any, ...]]
+    differentiable: tuple[bool, ...]
+
+    def yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.data, sort_keys=False)
+
+
+def random_case(seed: int) -> Case:
+    """The spec drawn by `seed`, the same on every machine."""
+    rng = random.Random(seed)
+    drawer = _Drawer(rng)
+    shapes = drawer.shapes()
+    names = [f"x{i}" for i in range(len(shapes))]
+    inputs: dict[str, Any] = {
+        n: {"type": "tensor", "shape": list(s)} for n, s in zip(names, shapes, strict=True)
+    }
+    drawer.leaves = [
+        Node(n, lambda env, n=n: env[n], s) for n, s in zip(names, shapes, strict=True)
+    ]
+    if rng.random() < 0.4:
+        inputs["k"] = {"type": "float", "default": round(rng.uniform(0.2, 1.5), 2)}
+        drawer.leaves.append(Node("k", lambda env: env["k"], (), tensor=False))
+    where: dict[str, str] = {}
+    for index in range(rng.randint(0, 2)):
+        node = drawer.expression(2)
+        name = f"w{index}"
+        where[name] = node.text
+        # Reused as a leaf by later values, several times when drawn again.
+        leaf = Node(name, lambda env, node=node: node.run(env), node.shape, node.tensor)
+        drawer.leaves.append(leaf)
+    outputs: dict[str, Any] = {}
+    runs: list[Callable[[Env], Any]] = []
+    differentiable: list[bool] = []
+    for index in range(rng.randint(1, 3)):
+        node = drawer.expression(3)
+        if not node.tensor:
+            node = Node(
+                f"({node.text}) + x0",
+                lambda env, node=node: node.run(env) + env["x0"],
+                _broadcast(node.shape, shapes[0]),
+            )
+        flag = index == 0 or rng.random() < 0.8
+        outputs[f"y{index}"] = node.text if flag else {"expr": node.text, "differentiable": False}
+        runs.append(node.run)
+        differentiable.append(flag)
+    data: dict[str, Any] = {"name": f"Fuzz{seed}", "inputs": inputs}
+    if where:
+        data["where"] = where
+    data["outputs"] = outputs
+
+    def oracle(**values: Any) -> tuple[Any, ...]:
+        # Numbers as 0-d float64 tensors: torch's functions take no Python floats.
+        values = {
+            k: torch.tensor(v, dtype=torch.float64) if isinstance(v, float) else v
+            for k, v in values.items()
+        }
+        return tuple(run(values) for run in runs)
+
+    return Case(seed, data, dict(zip(names, shapes, strict=True)), oracle, tuple(differentiable))
+
+
+def check_case(case: Case) -> str | None:
+    """None if symgrad agrees with the oracle on every check, else what failed first."""
+    try:
+        spec = symgrad.spec_from_dict(case.data)
+        function = getattr(symgrad.load_module(spec), spec.module)
+    except Exception as error:  # generation must succeed for every drawn spec
+        return f"generate: {type(error).__name__}: {error}"
+    generator = torch.Generator().manual_seed(case.seed)
+    tensors = [
+        (3 * torch.rand(shape, generator=generator, dtype=torch.float64) - 1.5).requires_grad_()
+        for shape in case.inputs.values()
+    ]
+    numbers = {k: v["default"] for k, v in case.data["inputs"].items() if v["type"] == "float"}
+    names = list(case.inputs)
+    try:
+        expected = case.oracle(**dict(zip(names, tensors, strict=True)), **numbers)
+    except RuntimeError as error:
+        return f"oracle: {error}"  # a bad draw (a fuzz bug), reported too
+    if not all(torch.isfinite(e).all() for e in expected):
+        return None  # nothing meaningful to compare
+    try:
+        return _compare(case, function, tensors, numbers, expected)
+    except Exception as error:
+        return f"crash: {type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
+
+
+def _compare(
+    case: Case,
+    function: Callable[..., Any],
+    tensors: list[torch.Tensor],
+    numbers: dict[str, float],
+    expected: tuple[Any, ...],
+) -> str | None:
+    actual = function(*tensors, *numbers.values())
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    for index, (mine, want) in enumerate(zip(actual, expected, strict=True)):
+        if mine.shape != want.shape or not torch.allclose(mine, want, rtol=1e-7, atol=1e-9):
+            return f"forward y{index}: {mine} != {want}"
+    # A differentiable output that reads no input requiring grad has no gradient to compare.
+    chosen = [i for i, d in enumerate(case.differentiable) if d and expected[i].requires_grad]
+    if not chosen:
+        return None
+    generator = torch.Generator().manual_seed(case.seed + 1)
+    cotangents = [
+        torch.randn(expected[i].shape, generator=generator, dtype=torch.float64) for i in chosen
+    ]
+    mine = torch.autograd.grad(
+        [actual[i] for i in chosen], tensors, cotangents, allow_unused=True, materialize_grads=True
+    )
+    want = torch.autograd.grad(
+        [expected[i] for i in chosen],
+        tensors,
+        cotangents,
+        allow_unused=True,
+        materialize_grads=True,
+    )
+    for name, a, b in zip(case.inputs, mine, want, strict=True):
+        if a.shape != b.shape or not torch.allclose(a, b, rtol=1e-6, atol=1e-8):
+            return f"vjp {name}: {a} != {b}"
+
+    def differentiable(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outputs = function(*args, *numbers.values())
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        return tuple(outputs[i] for i in chosen)
+
+    def reference(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outputs = case.oracle(**dict(zip(case.inputs, args, strict=True)), **numbers)
+        return tuple(outputs[i] for i in chosen)
+
+    primals = tuple(t.detach() for t in tensors)
+    tangents = tuple(
+        torch.randn(t.shape, generator=generator, dtype=torch.float64) for t in primals
+    )
+    _, mine_t = torch.func.jvp(differentiable, primals, tangents)
+    _, want_t = torch.func.jvp(reference, primals, tangents)
+    for index, (a, b) in enumerate(zip(mine_t, want_t, strict=True)):
+        if not torch.allclose(a, b, rtol=1e-6, atol=1e-8):
+            return f"jvp y{chosen[index]}: {a} != {b}"
+    if not torch.autograd.gradcheck(differentiable, tuple(tensors), raise_exception=False):
+        return "gradcheck"
+    if not torch.autograd.gradgradcheck(differentiable, tuple(tensors), raise_exception=False):
+        return "gradgradcheck"
+    return None
