@@ -42,6 +42,14 @@ def _broadcast(*shapes: Shape) -> Shape:
     return tuple(torch.broadcast_shapes(*shapes))
 
 
+def _broadcastable(*shapes: Shape) -> bool:
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        return False
+    return True
+
+
 # (spec template, torch function): elementwise functions finite and smooth enough on
 # any finite argument, so gradcheck is meaningful wherever the fuzz lands.
 UNARY: list[tuple[str, Callable[[Any], Any]]] = [
@@ -102,6 +110,8 @@ class _Drawer:
         if kind < 0.65:
             template, binary = self.rng.choice(BINARY)
             a, b = self.expression(depth - 1), self.expression(depth - 1)
+            if not _broadcastable(a.shape, b.shape):
+                return a  # a reduction changed the rank: the pair does not broadcast
             text, run = template.format(a.text, b.text), _binary(binary, a, b)
             return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
         if kind < 0.85:
@@ -147,6 +157,8 @@ class _Drawer:
     def where(self, depth: int) -> Node:
         cond = self.expression(depth - 1)
         a, b = self.expression(depth - 1), self.expression(depth - 1)
+        if not _broadcastable(cond.shape, a.shape, b.shape):
+            return a
         threshold = round(self.rng.uniform(-0.5, 0.5), 2)
         text = f"where({cond.text} > {threshold}, {a.text}, {b.text})"
 
@@ -226,7 +238,9 @@ def random_case(seed: int) -> Case:
     differentiable: list[bool] = []
     for index in range(rng.randint(1, 3)):
         node = drawer.expression(3)
-        if not node.tensor:
+        if not node.tensor and not _broadcastable(node.shape, shapes[0]):
+            node = drawer.leaves[0]
+        elif not node.tensor:
             node = Node(
                 f"({node.text}) + x0",
                 lambda env, node=node: node.run(env) + env["x0"],
