@@ -10,6 +10,7 @@ import argparse
 import multiprocessing
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -72,6 +73,11 @@ def _add_gen(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="generate N specs at a time (0: one per CPU; default: 1)",
     )
     gen.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    gen.add_argument(
+        "--test",
+        action="store_true",
+        help="then run the generated tests with pytest (which must be installed)",
+    )
 
 
 def _add_show(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,6 +89,12 @@ def _add_show(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     _add_specs(show)
     show.add_argument("--latex", action="store_true", help="print LaTeX instead of unicode")
+    show.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="also draw each output and its partials over the inputs' domains, autograd "
+        "overlaid, into PNG (one spec; needs matplotlib: pip install 'symgrad[plot]')",
+    )
 
 
 def _add_specs(command: argparse.ArgumentParser) -> None:
@@ -109,7 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"symgrad: error: {error}", file=sys.stderr)
         return 2
     if args.command == "show":
-        return _show(paths, args.latex)
+        if args.plot and len(paths) != 1:
+            print("symgrad: error: --plot draws one spec", file=sys.stderr)
+            return 2
+        return _show(paths, args.latex, args.plot)
     return _gen(paths, args)
 
 
@@ -160,7 +175,11 @@ def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
     output = Path(args.output)
     if args.check or args.diff:
         return _check(files, output, args.check, args.diff, args.quiet)
-    return _write(files, output, args.quiet)
+    status = _write(files, output, args.quiet)
+    if args.test:
+        tests = [str(output / name) for name in files if name.startswith("test_")]
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", *tests]).returncode
+    return status
 
 
 def _run(paths: Sequence[Path], jobs: int, advance: Callable[[], None]) -> list[_Outcome]:
@@ -241,14 +260,19 @@ def _check(files: Mapping[str, str], output: Path, check: bool, diff: bool, quie
 # symgrad show
 
 
-def _show(paths: Sequence[Path], latex: bool) -> int:
-    """Print the mathematics of each valid spec; errors go to stderr."""
+def _show(paths: Sequence[Path], latex: bool, plot_path: str | None) -> int:
+    """Print the mathematics of each valid spec (and draw it); errors go to stderr."""
     width = shutil.get_terminal_size().columns
     failed = False
     texts = []
     for path in paths:
         try:
-            texts.append(describe(load_spec(path), latex=latex, width=width))
+            spec = load_spec(path)
+            texts.append(describe(spec, latex=latex, width=width))
+            if plot_path is not None:
+                from symgrad.plot import plot  # torch and matplotlib: only when asked
+
+                print(f"drew {plot(spec, plot_path)}", file=sys.stderr)
         except SpecError as error:
             print(error, file=sys.stderr)
             failed = True

@@ -20,6 +20,7 @@ SLOW_MODULES = {
     "test_bench.py",
     "test_docs.py",
     "test_ecosystem.py",
+    "test_first_contact.py",
     "test_fuzz_autograd.py",
     "test_fuzz_grammar.py",
     "test_generated.py",

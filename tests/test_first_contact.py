@@ -1,0 +1,41 @@
+"""A new user's first commands: gen --test writes and tests a Function, show --plot draws."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+SYMGRAD = [sys.executable, "-m", "symgrad"]
+
+
+def test_gen_with_test_writes_the_function_and_passes_its_test(tmp_path: Path) -> None:
+    spec = REPO_ROOT / "examples" / "soft_clamp.yaml"
+    command = [*SYMGRAD, "gen", str(spec), "-o", "my_functions", "--test"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wrote my_functions/soft_clamp.py" in done.stdout
+    assert "wrote my_functions/test_soft_clamp.py" in done.stdout
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_gen_with_test_fails_when_the_generated_test_fails(tmp_path: Path) -> None:
+    spec = REPO_ROOT / "examples" / "soft_clamp.yaml"
+    subprocess.run([*SYMGRAD, "gen", str(spec), "-o", "out"], cwd=tmp_path, check=True)
+    module = tmp_path / "out" / "soft_clamp.py"
+    module.write_text(module.read_text().replace("* (hi - lo)", "* (hi - lo) * 1.01"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "out"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout  # the test sees a 1% wrong gradient
+
+
+def test_show_plot_draws_a_png(tmp_path: Path) -> None:
+    spec = REPO_ROOT / "examples" / "mish.yaml"
+    command = [*SYMGRAD, "show", str(spec), "--plot", "mish.png"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "drew mish.png" in done.stderr
+    assert (tmp_path / "mish.png").read_bytes().startswith(b"\x89PNG")
