@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up symgrad in a virtual environment, .venv/ beside this checkout's pyproject.toml.
 #
-#   bash scripts/setup.sh          # symgrad and torch: enough to generate and test Functions
+#   bash scripts/setup.sh          # symgrad, torch and pytest: enough to generate and test Functions
 #   bash scripts/setup.sh --dev    # also the development tools (pytest, ruff, black, mypy, ...)
 #
 # torch: a torch already in .venv is kept. Otherwise, on a machine without an NVIDIA GPU,
@@ -41,5 +41,5 @@ else
 fi
 
 echo "setup: installing symgrad$extras from $(pwd)"
-"${pip[@]}" install -e ".$extras"
+"${pip[@]}" install -e ".$extras" pytest  # pytest runs the generated tests
 echo "setup: done; symgrad is .venv/bin/symgrad ($(.venv/bin/symgrad --version))"
