@@ -347,8 +347,13 @@ def _known_values(spec: Spec, forward: Sequence[Assignment]) -> dict[sympy.Basic
     expressions, so the backward reads the saved output instead of recomputing.
     """
     inputs = {i.symbol for i in spec.inputs}
+    # A non-differentiable output carries no graph (mark_non_differentiable): a backward
+    # that read it would lose its dependence on the inputs in double backward.
+    constant = {o.symbol for o in spec.outputs if not o.differentiable}
     values: dict[sympy.Basic, sympy.Basic] = {}
     for assignment in forward:
+        if assignment.target in constant:
+            continue
         if assignment.expr not in inputs and not assignment.expr.is_Number:
             values.setdefault(assignment.expr, assignment.target)
     for expr, target in values.items():

@@ -157,7 +157,7 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         "input_names": [i.name for i in spec.inputs],
         "return_annotation": _return_annotation(len(spec.outputs)),
         "forward_annotation": _return_annotation(len(derived.outputs)),
-        "forward": [_forward_statement(a, spec, printer) for a in derived.forward],
+        "forward": [_forward_statement(a, derived, printer) for a in derived.forward],
         "outputs": [o.name for o in derived.outputs],
         "public_outputs": [o.name for o in spec.outputs],
         "residuals": [o.name for o in derived.residuals],
@@ -403,14 +403,20 @@ def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
     return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)}"
 
 
-def _forward_statement(assignment: Assignment, spec: Spec, printer: TorchPrinter) -> str:
+def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchPrinter) -> str:
     """A forward statement; an output that is a tensor input is returned as a view of it.
 
-    torch refuses to save an input that a Function returns as-is; a view is cheap.
+    torch refuses to save an input that a Function returns as-is; a view is cheap. A
+    non-differentiable output that is a residual too is returned detached: marking the
+    one tensor non-differentiable would cut the residual's gradient in double backward.
     """
-    if assignment.expr in {i.symbol for i in spec.tensor_inputs}:
-        name = printer.doprint(assignment.expr)
+    name = printer.doprint(assignment.expr)
+    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
         return f"{printer.doprint(assignment.target)} = {name}.view_as({name})"
+    constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
+    residuals = {o.symbol for o in derived.residuals}
+    if assignment.target in constant and assignment.expr in residuals:
+        return f"{printer.doprint(assignment.target)} = {name}.detach()"
     return _statement(assignment, printer)
 
 

@@ -112,6 +112,8 @@ class _Drawer:
             a, b = self.expression(depth - 1), self.expression(depth - 1)
             if not _broadcastable(a.shape, b.shape):
                 return a  # a reduction changed the rank: the pair does not broadcast
+            if a.text == b.text or f"-({a.text})" == b.text or f"-({b.text})" == a.text:
+                return a  # x - x is the number 0 (README, Expressions): no broadcast
             text, run = template.format(a.text, b.text), _binary(binary, a, b)
             return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
         if kind < 0.85:

@@ -211,3 +211,29 @@ def test_jvp_of_residual_outputs_with_a_constant_input() -> None:
     assert torch.autograd.gradcheck(
         lambda p: dice(p, t), (p.requires_grad_(),), check_forward_ad=True
     )
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        # A non-differentiable output that the backward would read (a where value).
+        {"y0": "1 / (1 + w0**2)", "y2": {"expr": "w0", "differentiable": False}},
+        # A non-differentiable output that is also a residual (a reduction).
+        {"y0": "mean(-atan(w1))", "y1": {"expr": "w1", "differentiable": False}},
+    ],
+)
+def test_double_backward_through_values_also_returned_non_differentiable(
+    outputs: dict[str, Any],
+) -> None:
+    """A value marked non-differentiable carries no graph: the backward must not read it."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Shared",
+            "inputs": {"x0": "tensor"},
+            "where": {"w0": "atan(x0)", "w1": "sum(x0 * x0, dim=0)"},
+            "outputs": outputs,
+        }
+    )
+    shared = symgrad.load_module(spec).shared
+    x = torch.tensor([[-0.9], [0.4]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda x: shared(x)[0], (x,))
