@@ -183,8 +183,9 @@ class Where(sympy.Function):
         if isinstance(cond, BooleanFalse) and not sympy.sympify(a).free_symbols:
             return b
         # Equal branches fold only under a decided condition: a condition on tensors
-        # broadcasts the result to its shape (where(x > 0, k, k) has x's shape).
-        if a == b and not getattr(cond, "free_symbols", None):
+        # broadcasts the result to its shape (where(x > 0, k, k) has x's shape). Zero
+        # branches fold always: derivatives are full of them, and a zero term adds nothing.
+        if a == b and (a == 0 or not getattr(cond, "free_symbols", None)):
             return a
         return None
 
