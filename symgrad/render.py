@@ -407,15 +407,15 @@ def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchP
     """A forward statement; an output that is a tensor input is returned as a view of it.
 
     torch refuses to save an input that a Function returns as-is; a view is cheap. A
-    non-differentiable output that is a residual too is returned detached: marking the
-    one tensor non-differentiable would cut the residual's gradient in double backward.
+    non-differentiable output that renames a value is returned detached (no copy): the
+    value may be another output or a residual too, and marking the one tensor
+    non-differentiable would cut that one's gradient.
     """
     name = printer.doprint(assignment.expr)
     if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
         return f"{printer.doprint(assignment.target)} = {name}.view_as({name})"
     constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
-    residuals = {o.symbol for o in derived.residuals}
-    if assignment.target in constant and assignment.expr in residuals:
+    if assignment.target in constant and assignment.expr.is_Symbol:
         return f"{printer.doprint(assignment.target)} = {name}.detach()"
     return _statement(assignment, printer)
 

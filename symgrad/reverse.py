@@ -51,6 +51,7 @@ class Term:
 
 def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes) -> Term:
     """The terms of `node`'s adjoint as one term (Note [Frames of gradient terms])."""
+    terms = [t for t in terms if t.expr != 0] or [Term(sympy.Integer(0), node, True)]
     frames = {shapes.of(t.frame) for t in terms}
     if len(frames) > 1:
         terms = [fit(t, node, shapes, exact=False) for t in terms]
@@ -62,6 +63,8 @@ def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes
 
 def fit(term: Term, node: sympy.Basic, shapes: reductions.Shapes, exact: bool) -> Term:
     """`term` in the frame of `node`: summed to its shape; with `exact`, also expanded to it."""
+    if term.expr == 0:  # terms that cancelled (x - x): nothing to sum
+        return Term(term.expr, node, True)
     if shapes.of(term.frame) == shapes.of(node) and (term.full or not exact):
         return Term(term.expr, node, term.full)
     target, frame = reductions.ShapeOf(node), reductions.ShapeOf(term.frame)
@@ -92,7 +95,8 @@ class ReverseSweep:
             terms = self.adjoints.pop(assignment.target, None)
             if terms and assignment.target in self.active:
                 adjoint = term_sum(terms, assignment.target, self.shapes)
-                self.backpropagate(assignment.expr, adjoint)
+                if adjoint.expr != 0:
+                    self.backpropagate(assignment.expr, adjoint)
 
     def adjoint(self, symbol: sympy.Basic) -> Term | None:
         """The adjoint of an input symbol after the sweep, as one term."""
@@ -125,6 +129,8 @@ class ReverseSweep:
                 self.adjoints.setdefault(node, []).extend(terms)
                 continue
             adjoint = term_sum(terms, node, self.shapes)
+            if adjoint.expr == 0:
+                continue
             adjoint = Term(self.name(adjoint.expr), adjoint.frame, adjoint.full)
             if isinstance(node, reductions.Reduction):
                 # Unsqueezing the reduced dims back needs the exact reduced shape.

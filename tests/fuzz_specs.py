@@ -13,15 +13,19 @@ gradgradcheck with the oracle; it returns None or the first failure.
 from __future__ import annotations
 
 import random
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.nn.functional as nnf
 
 import symgrad
+from symgrad.errors import Location
+from symgrad.expr import parse_expression
 
 Env = dict[str, Any]
 Shape = tuple[int, ...]
@@ -112,9 +116,9 @@ class _Drawer:
             a, b = self.expression(depth - 1), self.expression(depth - 1)
             if not _broadcastable(a.shape, b.shape):
                 return a  # a reduction changed the rank: the pair does not broadcast
-            if a.text == b.text or f"-({a.text})" == b.text or f"-({b.text})" == a.text:
-                return a  # x - x is the number 0 (README, Expressions): no broadcast
             text, run = template.format(a.text, b.text), _binary(binary, a, b)
+            if _cancels(text, a.text, b.text):
+                return a  # x - x is the number 0 (README, Expressions): no broadcast
             return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
         if kind < 0.85:
             return self.reduction(self.expression(depth - 1))
@@ -169,6 +173,17 @@ class _Drawer:
 
         shape = _broadcast(cond.shape, a.shape, b.shape)
         return Node(text, run, shape, cond.tensor or a.tensor or b.tensor)
+
+
+_NAMES = re.compile(r"\b(x\d|w\d|k)\b")
+
+
+def _cancels(text: str, *parts: str) -> bool:
+    """Whether symgrad's reading of `text` loses a name its parts use (x - x is 0)."""
+    used = set(_NAMES.findall(" ".join(parts)))
+    symbols = {name: sympy.Symbol(name, real=True) for name in used}
+    expr = parse_expression(text, symbols, Location("<fuzz>"))
+    return {str(s) for s in expr.free_symbols} != used
 
 
 def _unary(function: Callable[[Any], Any], child: Node) -> Callable[[Env], Any]:
