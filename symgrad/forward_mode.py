@@ -170,6 +170,8 @@ def _reduction_tangent(node: reductions.Reduction, tangent: sympy.Expr) -> sympy
 
 def _normalization_tangent(node: reductions.Normalization, tangent: sympy.Expr) -> sympy.Expr:
     """softmax: y (t - sum(y t)); log_softmax: t - sum(exp(y) t), sums along the dim."""
+    if tangent == 0:  # a softmax of values without tangents (where(x > 0, k, k))
+        return sympy.Integer(0)
     dim = (node.dim,)
     if isinstance(node, reductions.Softmax):
         return node * (tangent - reductions.reduce("sum", node * tangent, dim, keepdim=True))

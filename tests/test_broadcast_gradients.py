@@ -237,3 +237,20 @@ def test_double_backward_through_values_also_returned_non_differentiable(
     shared = symgrad.load_module(spec).shared
     x = torch.tensor([[-0.9], [0.4]], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(lambda x: shared(x)[0], (x,))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_softmax_of_values_without_tangents() -> None:
+    """where(x > 0, k, k) reads x only in its condition: its softmax has zero tangent."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Flat",
+            "inputs": {"x": "tensor", "k": {"type": "float", "default": 0.5}},
+            "outputs": {"y": "softmax(where(x > 0, k, 2 * k), dim=-1) + x"},
+        }
+    )
+    flat = symgrad.load_module(spec).flat
+    x = torch.randn(3, 4, dtype=torch.float64)
+    tangent = torch.randn_like(x)
+    _, mine = torch.func.jvp(flat, (x,), (tangent,))
+    torch.testing.assert_close(mine, tangent)
