@@ -16,7 +16,7 @@ instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -296,7 +296,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
     statements = [Assignment(s.target, stable.stabilize(s.expr)) for s in statements]
-    statements = _hoist_reductions(statements, namer)
+    statements = _hoist_reductions(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
     forward: list[Assignment] = []
@@ -310,7 +310,9 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     return tuple(forward)
 
 
-def _hoist_reductions(statements: Sequence[Assignment], namer: Namer) -> list[Assignment]:
+def _hoist_reductions(
+    statements: Sequence[Assignment], namer: Namer, outputs: Collection[sympy.Basic]
+) -> list[Assignment]:
     """Give every reduction inside a larger expression its own statement (`mean0 = ...`).
 
     The backward then reads reductions by name, and a named reduction is a value it
@@ -334,7 +336,9 @@ def _hoist_reductions(statements: Sequence[Assignment], namer: Namer) -> list[As
 
     for statement in statements:
         expr = visit(statement.expr, True)
-        if isinstance(expr, reductions.Reduction):
+        if isinstance(expr, reductions.Reduction) and statement.target not in outputs:
+            # Not an output's name: the reverse sweep of one output does not pass
+            # through another output, so a value shared with an output is named apart.
             names.setdefault(expr, statement.target)
         hoisted.append(Assignment(statement.target, expr))
     return hoisted

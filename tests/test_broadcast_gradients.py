@@ -107,6 +107,12 @@ CASES = {
     "sum over a middle dim times a per-channel weight": Case(
         {"z": "sum(x, dim=1) * s"}, {"x": (3, 4, 5), "s": (5,)}, lambda x, s: x.sum(1) * s
     ),
+    "an output that is a reduction another output reads": Case(
+        {"y0": "sum(w)", "y1": "sum(w) * x"},
+        {"x": (3,)},
+        lambda x: (torch.tanh(x).sum(), torch.tanh(x).sum() * x),
+        where={"w": "tanh(x)"},
+    ),
     "infonce": Case(
         {"loss": "mean(logsumexp(logits, dim=-1) - sum(logits * labels, dim=-1))"},
         {"logits": (4, 5), "labels": (4, 5)},
