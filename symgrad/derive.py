@@ -68,6 +68,8 @@ def derive(spec: Spec) -> Derived:
             for i, term in adjoints.items()
             if term is not None and term.expr != 0
         }
+        # Reusing forward values can cancel a gradient (w1 - w0 with w1 = w0).
+        terms = {i: term for i, term in terms.items() if term.expr != 0}
         frames[output.symbol] = terms
         gradients = {i: term.expr for i, term in terms.items()}
         read = set().union(*(g.free_symbols for g in gradients.values()))

@@ -417,6 +417,10 @@ def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchP
     constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
     if assignment.target in constant and assignment.expr.is_Symbol:
         return f"{printer.doprint(assignment.target)} = {name}.detach()"
+    # A residual that renames a value an output may rename too: one tensor returned
+    # twice breaks forward AD, and a residual is small, so it gets its own copy.
+    if assignment.target in {o.symbol for o in derived.residuals} and assignment.expr.is_Symbol:
+        return f"{printer.doprint(assignment.target)} = {name}.clone()"
     return _statement(assignment, printer)
 
 
