@@ -122,9 +122,10 @@ def _fit_to_inputs(
     """The parts, with gradient terms summed to their input's shape where needed.
 
     The emitter adds up the parts of an input's gradient and sums the total to the
-    input's shape once. That is exact when every part has the same frame and the total
-    fills it (Note [Frames of gradient terms] in symgrad.reverse); otherwise each part
-    is summed to the input's shape first.
+    input's shape once. That is exact when every part has the same frame and fills it
+    by itself (a part is absent when its output got no gradient); otherwise each part
+    is summed to the input's shape first (Note [Frames of gradient terms] in
+    symgrad.reverse).
     """
     fitted: dict[tuple[sympy.Basic, Input], sympy.Expr] = {}
     inputs = {i for part in parts for i in part.gradients}
@@ -134,7 +135,7 @@ def _fit_to_inputs(
         }
         shape = shapes.of(item.symbol)
         kinds = {shapes.of(t.frame) for t in terms.values()}
-        if len(kinds) == 1 and (kinds == {shape} or any(t.full for t in terms.values())):
+        if len(kinds) == 1 and (kinds == {shape} or all(t.full for t in terms.values())):
             continue
         for output, term in terms.items():
             fitted[(output, item)] = fit(term, item.symbol, shapes, exact=False).expr

@@ -113,6 +113,15 @@ CASES = {
         lambda x: (torch.tanh(x).sum(), torch.tanh(x).sum() * x),
         where={"w": "tanh(x)"},
     ),
+    "a mean over an output that renames a value, a 0-d input": Case(
+        {"y0": "w", "y1": "mean(w)"},
+        {"x0": (3,), "x1": ()},
+        lambda x0, x1: (
+            x0.mean(-1, keepdim=True) * (x1 - x0),
+            (x0.mean(-1, keepdim=True) * (x1 - x0)).mean(),
+        ),
+        where={"w": "mean(x0, keepdim=True) * (x1 - x0)"},
+    ),
     "infonce": Case(
         {"loss": "mean(logsumexp(logits, dim=-1) - sum(logits * labels, dim=-1))"},
         {"logits": (4, 5), "labels": (4, 5)},
