@@ -10,13 +10,14 @@ from symgrad.api import (
     stale_files,
     write_files,
 )
-from symgrad.errors import Location, SpecError
+from symgrad.errors import InternalError, Location, SpecError
 from symgrad.model import Spec
 from symgrad.show import describe
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "InternalError",
     "Location",
     "Spec",
     "SpecError",

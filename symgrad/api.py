@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import symgrad
 from symgrad.derive import derive
-from symgrad.errors import Location, SpecError
+from symgrad.errors import InternalError, Location, SpecError
 from symgrad.loader import load_yaml
 from symgrad.model import Spec
 from symgrad.parse import node_from_data, parse_spec
-from symgrad.render import render
+from symgrad.render import GeneratedFiles, render
 from symgrad.write import stale_files, write_files
 
 if TYPE_CHECKING:
@@ -64,8 +64,22 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
 
 
 def generate(spec: Spec) -> dict[str, str]:
-    """Generate the module and its test for `spec`: file name -> source text."""
-    return render(derive(spec), symgrad.__version__).by_filename()
+    """Generate the module and its test for `spec`: file name -> source text.
+
+    A failure inside the generator is raised as an InternalError naming the spec, never
+    as a bare traceback: a spec that parsed is one symgrad should handle.
+    """
+    return _render(spec).by_filename()
+
+
+def _render(spec: Spec) -> GeneratedFiles:
+    """derive and render `spec`; an exception other than a SpecError is an InternalError."""
+    try:
+        return render(derive(spec), symgrad.__version__)
+    except SpecError:
+        raise
+    except Exception as error:
+        raise InternalError(Location(spec.source), error) from error
 
 
 def load(spec: SpecLike) -> type[torch.autograd.Function]:
@@ -98,7 +112,7 @@ def _import_module(spec: Spec) -> types.ModuleType:
     The module is registered in `sys.modules`, where torch.compile (and pickle) look
     modules up; the same source gives the same name, so loading twice gives one module.
     """
-    source = render(derive(spec), symgrad.__version__).module_source
+    source = _render(spec).module_source
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
     name = f"symgrad_generated_{spec.module}_{digest}"
     if name in sys.modules:

@@ -38,3 +38,14 @@ class SpecError(Exception):
         self.message = message
         prefix = f"{key_path}: " if key_path else ""
         super().__init__(f"{location}: {prefix}{message}")
+
+
+class InternalError(SpecError):
+    """symgrad failed on a spec it accepted: a bug to report, said like a spec error."""
+
+    def __init__(self, location: Location, error: BaseException) -> None:
+        detail = " ".join(f"{type(error).__name__}: {error}".split())
+        message = (
+            f"internal error: {detail[:300]} (a bug in symgrad: please report it " "with this spec)"
+        )
+        super().__init__(location, message)
