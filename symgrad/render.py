@@ -194,6 +194,9 @@ def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> di
         # One output: its shared work can join the recomputation under the same guards.
         context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
         context["backward"][0]["blocks"] = []
+    # The template's own locals, named so that no spec name can shadow them.
+    context["local_function"] = namer.fresh("function")
+    context["local_body"] = namer.fresh("body")
     context["grad_output_names"] = [part.grad.name for part in derived.backward]
     context["uses_math"] = printer.uses_math
     return context

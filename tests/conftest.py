@@ -24,6 +24,7 @@ SLOW_MODULES = {
     "test_fuzz_autograd.py",
     "test_fuzz_grammar.py",
     "test_generated.py",
+    "test_namespace.py",
     "test_opinfo.py",
     "test_packaging.py",
     "test_properties.py",
