@@ -17,7 +17,7 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
 
-from symgrad import functions, piecewise, reductions
+from symgrad import activations, functions, piecewise, reductions
 from symgrad.errors import Location, SpecError
 
 # Bounds that keep parsing and later symbolic work finite for any input.
@@ -46,11 +46,15 @@ _COMPARISONS: dict[type[ast.cmpop], type[Relational]] = {
 _BINARY_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 
 
-def did_you_mean(name: str, candidates: object) -> str:
-    """Return ' (did you mean X?)' for the closest candidate, or ''."""
+def did_you_mean(name: str, candidates: object, count: int = 1) -> str:
+    """Return ' (did you mean X?)', or ' (did you mean X, Y or Z?)', for the closest
+    candidates (at most `count`), or ''."""
     names = sorted(str(c) for c in candidates)  # type: ignore[attr-defined]
-    close = difflib.get_close_matches(name, names, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = [repr(c) for c in difflib.get_close_matches(name, names, n=count)]
+    if not close:
+        return ""
+    listed = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f" (did you mean {listed}?)"
 
 
 class _Builder:
@@ -230,12 +234,14 @@ class _Builder:
         if spelling in self.symbols:
             raise self.error(node.func, f"{spelling!r} is not a function")
         if not is_function_name(spelling):
-            hint = did_you_mean(spelling, function_names())
+            hint = did_you_mean(spelling, _distinct_functions(spelling), count=3)
             raise self.error(node.func, f"unknown function {spelling!r}{hint}")
         if spelling in reductions.REDUCTIONS:
             return self.reduction_call(node, spelling, depth)
         if spelling in reductions.NORMALIZATIONS:
             return self.normalization_call(node, spelling, depth)
+        if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
+            return self.activation_call(node, spelling, depth)
         if node.keywords:
             raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
         name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
@@ -268,6 +274,42 @@ class _Builder:
         dims = self.dims(given["dim"], name) if "dim" in given else None
         keepdim = self.keepdim(given["keepdim"], name) if "keepdim" in given else False
         return reductions.reduce(name, argument, dims, keepdim)
+
+    def activation_call(self, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:
+        """An activation: its input, then number parameters by position or torch's keyword."""
+        cls = activations.ACTIVATIONS[activations.ACTIVATION_ALIASES.get(spelling, spelling)]
+        names = [keyword for keyword, _ in cls.parameters]
+        keywords = [k for k in node.keywords if not (cls.name == "gelu" and k.arg == "approximate")]
+        for keyword in set(node.keywords) - set(keywords):
+            cls = activations.ACTIVATIONS[self.gelu_approximation(keyword)]
+        if not 1 <= len(node.args) <= 1 + len(names):
+            count = f"1 to {1 + len(names)} arguments" if names else "1 argument"
+            message = f"{spelling}() takes {count}, got {len(node.args)}"
+            raise self.error(node.func, message)
+        given: dict[str, ast.AST] = dict(zip(names, node.args[1:], strict=False))
+        for keyword in keywords:
+            if keyword.arg not in names:
+                hint = did_you_mean(str(keyword.arg), names) if keyword.arg else ""
+                raise self.error(keyword, f"{spelling}() has no argument {keyword.arg!r}{hint}")
+            if keyword.arg in given:
+                raise self.error(keyword, f"{spelling}() got {keyword.arg!r} twice")
+            given[keyword.arg] = keyword.value
+        values = tuple(
+            self.value(given[name], depth) if name in given else sympy.Float(default)
+            for name, default in cls.parameters
+        )
+        problem = cls.check_parameters(values)
+        if problem is not None:
+            raise self.error(node, problem)
+        return cls(self.value(node.args[0], depth), *values)
+
+    def gelu_approximation(self, keyword: ast.keyword) -> str:
+        """gelu's `approximate="none"` or `"tanh"`, as torch spells it."""
+        value = keyword.value
+        choice = value.value if isinstance(value, ast.Constant) else None
+        if choice not in activations.GELU_APPROXIMATIONS:
+            raise self.error(value, 'gelu() approximate must be "none" or "tanh"')
+        return activations.GELU_APPROXIMATIONS[choice]
 
     def normalization_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
         """softmax or log_softmax(e, dim), with torch's meaning; dim is required."""
@@ -400,8 +442,22 @@ def function_names() -> list[str]:
         *piecewise.CONDITIONAL_ALIASES,
         *reductions.REDUCTIONS,
         *reductions.NORMALIZATIONS,
+        *activations.ACTIVATIONS,
+        *activations.ACTIVATION_ALIASES,
         "Piecewise",
     ]
+
+
+def _distinct_functions(name: str) -> list[str]:
+    """The spellings nearest `name`, one per function (not sigmoid's aliases next to it)."""
+    aliases = {
+        **functions.SPELLINGS,
+        **piecewise.CONDITIONAL_ALIASES,
+        **activations.ACTIVATION_ALIASES,
+    }
+    nearest = difflib.get_close_matches(name, function_names(), n=12)
+    by_function = {aliases.get(spelling, spelling): spelling for spelling in reversed(nearest)}
+    return list(by_function.values())
 
 
 def is_function_name(name: str) -> bool:
@@ -487,6 +543,8 @@ def from_sympy(
         kind = piecewise.Maximum if isinstance(expr, sympy.Max) else piecewise.Minimum
         result: sympy.Expr = kind(*(from_sympy(a, symbols, location) for a in expr.args))
         return result
+    if isinstance(expr, piecewise.Kink):
+        return type(expr)(*(from_sympy(a, symbols, location) for a in expr.args))
     if isinstance(expr, sympy.Function) and type(expr).__name__ in functions.SPELLINGS:
         info = functions.FUNCTIONS[functions.SPELLINGS[type(expr).__name__]]
         if len(expr.args) != info.arity:

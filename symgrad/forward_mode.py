@@ -134,7 +134,7 @@ def _tangent(
             result = tangent_of.get(node, sympy.Integer(0))
         elif is_condition(node) or not node.free_symbols & tangent_of.keys():
             result = sympy.Integer(0)  # a boolean, or a value without tangents
-        elif isinstance(node, piecewise.Kink):
+        elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
             result = visit(node.expanded())  # routes tangents; values stay the kink's
         elif isinstance(node, piecewise.Where):
             cond, a, b = node.args

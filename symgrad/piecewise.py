@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 from sympy.core.relational import Relational
@@ -207,8 +207,13 @@ class Kink(sympy.Function):
     """A function with kinks, printed as torch's own and differentiated through `expanded`.
 
     `expanded` routes gradients only (symgrad.reverse, symgrad.forward_mode): its value
-    may differ from the kink's at ties and NaN, so values are always the kink's own.
+    may differ from the kink's at ties and NaN, so values are always the kink's own. A
+    kink whose derivative must be written out (an activation whose second derivative
+    follows torch's) gives it as `partial` instead.
     """
+
+    # The name in the spec language.
+    name: ClassVar[str]
 
     @classmethod
     def eval(cls, *args: Any) -> None:
@@ -221,17 +226,29 @@ class Kink(sympy.Function):
         """The same function written with `where`, whose gradient follows torch."""
         raise NotImplementedError
 
+    def partial(self, index: int) -> sympy.Expr | None:
+        """d self / d args[index] written out, or None to differentiate `expanded` instead."""
+        return None
+
+    def breakpoints(self) -> list[tuple[sympy.Expr, sympy.Expr]]:
+        """(argument, value) pairs where the gradient jumps: the generated test samples them."""
+        a, b = self.args[:2]
+        return [(a, b), (b, a)]
+
 
 class Relu(Kink):
-    nargs = 1
+    name, nargs = "relu", 1
 
     def expanded(self) -> sympy.Expr:
         (x,) = self.args
         return where(Le(x, 0), sympy.Integer(0), x)  # relu'(nan) = 1, as torch
 
+    def breakpoints(self) -> list[tuple[sympy.Expr, sympy.Expr]]:
+        return [(self.args[0], sympy.Integer(0))]
+
 
 class Maximum(Kink):
-    nargs = 2
+    name, nargs = "max", 2
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
@@ -240,7 +257,7 @@ class Maximum(Kink):
 
 
 class Minimum(Kink):
-    nargs = 2
+    name, nargs = "min", 2
 
     def expanded(self) -> sympy.Expr:
         a, b = self.args
@@ -248,7 +265,11 @@ class Minimum(Kink):
 
 
 class Clamp(Kink):
-    nargs = 3
+    name, nargs = "clamp", 3
+
+    def breakpoints(self) -> list[tuple[sympy.Expr, sympy.Expr]]:
+        x, low, high = self.args
+        return [(x, low), (x, high)]
 
     def expanded(self) -> sympy.Expr:
         x, low, high = self.args

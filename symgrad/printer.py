@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
-from symgrad import functions, piecewise, reductions
+from symgrad import activations, functions, piecewise, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -302,6 +302,24 @@ class TorchPrinter(StrPrinter):
         (x,) = expr.args
         return f"torch.relu({self._print(x)})" if self.is_tensor(x) else f"max({self._print(x)}, 0)"
 
+    def _print_Activation(self, expr: activations.Activation) -> str:
+        """torch's fused call; on a number, the activation's definition with math."""
+        x, *values = expr.args
+        if not self.is_tensor(x):
+            return self._print(expr.expanded())
+        arguments = [self._print(x)]
+        for (keyword, default), value in zip(expr.parameters, values, strict=True):
+            if self.is_tensor(value):
+                raise UnprintableError(
+                    f"{expr.name}() takes {keyword} as a number (a constant or a number"
+                    " input), not a tensor"
+                )
+            if not (value.is_number and float(value) == default):
+                arguments.append(f"{keyword}={self._print(value)}")
+        if expr.torch_options:
+            arguments.append(expr.torch_options)
+        return f"{expr.torch_function}({', '.join(arguments)})"
+
     def _print_Maximum(self, expr: piecewise.Maximum) -> str:
         return self._extremum(expr, "maximum")
 
@@ -437,6 +455,8 @@ def _install_function_dispatch() -> None:
     """
     for name in functions.FUNCTIONS:
         setattr(TorchPrinter, f"_print_{name}", TorchPrinter._print_ElementwiseFunction)
+    for activation in activations.ACTIVATIONS.values():
+        setattr(TorchPrinter, f"_print_{activation.__name__}", TorchPrinter._print_Activation)
     for cls in reductions.REDUCTIONS.values():
         setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
     for normalization in reductions.NORMALIZATIONS.values():

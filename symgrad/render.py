@@ -339,11 +339,11 @@ class _ReadablePrinter(StrPrinter):
         lhs, rhs = (self._print(arg) for arg in expr.args)
         return f"{lhs} {expr.rel_op} {rhs}"
 
-    def _print_Kink(self, expr: sympy.Basic) -> str:
-        name = {"Relu": "relu", "Maximum": "max", "Minimum": "min", "Clamp": "clamp"}
-        return f"{name[type(expr).__name__]}({', '.join(self._print(a) for a in expr.args)})"
-
-    _print_Relu = _print_Maximum = _print_Minimum = _print_Clamp = _print_Kink
+    def _print_Function(self, expr: sympy.Basic) -> str:
+        if isinstance(expr, piecewise.Kink):  # relu, clamp, the activations: spec names
+            return f"{expr.name}({', '.join(self._print(a) for a in expr.args)})"
+        text: str = super()._print_Function(expr)
+        return text
 
     # Forward values by name, to print the shape of a named reduction.
     definitions: Mapping[sympy.Basic, sympy.Basic] = {}
@@ -692,15 +692,8 @@ def _boundaries(spec: Spec, test_values: Mapping[str, str]) -> list[tuple[str, s
             add(relation.lhs, relation.rhs)
             add(relation.rhs, relation.lhs)
         for kink in expr.atoms(piecewise.Kink):
-            args = kink.args
-            if isinstance(kink, piecewise.Relu):
-                add(args[0], sympy.Integer(0))
-            elif isinstance(kink, piecewise.Clamp):
-                add(args[0], args[1])
-                add(args[0], args[2])
-            else:
-                add(args[0], args[1])
-                add(args[1], args[0])
+            for argument, value in kink.breakpoints():
+                add(argument, value)
         for call in expr.atoms(functions.ElementwiseFunction):
             if type(call).__name__ in ("abs", "sign"):
                 add(call.args[0], sympy.Integer(0))

@@ -143,7 +143,7 @@ class ReverseSweep:
                 exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
                 spread = reductions.normalization_adjoint(node, exact_adjoint)
                 add(node.argument, Term(spread, node.argument, True))
-            elif isinstance(node, piecewise.Kink):
+            elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:
                         add(arg, term)

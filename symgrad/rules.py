@@ -31,6 +31,10 @@ def local_partial(node: sympy.Basic, index: int) -> sympy.Expr:
         return _pow_partial(node, index)
     if isinstance(node, functions.ElementwiseFunction):
         return node.fdiff(index + 1)
+    if isinstance(node, piecewise.Kink):
+        partial = node.partial(index)
+        if partial is not None:
+            return partial
     raise TypeError(f"symgrad has no derivative rule for {type(node).__name__}: {node}")
 
 

@@ -18,18 +18,14 @@ from sympy.printing.pretty.stringpict import prettyForm
 from symgrad.derive import derive
 from symgrad.derived import Derived
 from symgrad.model import Input, Output, Spec
-from symgrad.piecewise import Clamp, Maximum, Minimum, Relu, Where
+from symgrad.piecewise import Where
 from symgrad.reductions import Count, Shapes, SumTo, Unsqueeze, reduce, summed_reduction
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"
 
-# The language's kinked functions and the backward's shape helpers -> names to show.
+# The backward's shape helpers -> names to show (language functions carry their `name`).
 _SPEC_SPELLINGS = {
-    Relu: "relu",
-    Maximum: "max",
-    Minimum: "min",
-    Clamp: "clamp",
     Count: "numel",
     Unsqueeze: "unsqueeze",
 }

@@ -72,6 +72,16 @@ UNARY: list[tuple[str, Callable[[Any], Any]]] = [
     ("relu({})", torch.relu),
     ("clamp({}, -0.5, 0.5)", lambda u: torch.clamp(u, -0.5, 0.5)),
     ("1 / (1 + ({})**2)", lambda u: 1 / (1 + u**2)),
+    ("silu({})", nnf.silu),
+    ("mish({})", nnf.mish),
+    ("gelu({})", nnf.gelu),
+    ("gelu_tanh({})", lambda u: nnf.gelu(u, approximate="tanh")),
+    ("elu({}, 0.5)", lambda u: nnf.elu(u, 0.5)),
+    ("selu({})", nnf.selu),
+    ("leaky_relu({}, 0.1)", lambda u: nnf.leaky_relu(u, 0.1)),
+    ("hardswish({})", nnf.hardswish),
+    ("hardtanh({}, -0.5, 1)", lambda u: nnf.hardtanh(u, -0.5, 1.0)),
+    ("softshrink({}, 0.25)", lambda u: nnf.softshrink(u, 0.25)),
     ("-({})", lambda u: -u),
 ]
 BINARY: list[tuple[str, Callable[[Any, Any], Any]]] = [

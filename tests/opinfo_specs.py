@@ -29,7 +29,7 @@ import torch
 
 from symgrad.api import load_module
 from symgrad.errors import SpecError
-from symgrad.functions import SPELLINGS
+from symgrad.expr import function_names
 
 DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
 
@@ -383,9 +383,9 @@ _X = P("x")
 _Y = P("y", "other")
 _ADDC = (P("y", "tensor1"), P("z", "tensor2"), P("value", "value", 1.0))
 
-# (spec name of a possible future language function, its composite form today)
+# Activations, each checked twice: as the language's function, and composed of others.
 _ACTIVATIONS: list[tuple[str, str, str, tuple[P, ...]]] = [
-    # (op name, future form, composite form, params)
+    # (op name, language form, composite form, params)
     ("nn.functional.silu", "silu(x)", "x * sigmoid(x)", ()),
     ("nn.functional.mish", "mish(x)", "x * tanh(softplus(x))", ()),
     (
@@ -562,9 +562,16 @@ MAPPINGS: list[OpMapping] = [
     OpMapping(
         "nn.functional.hardtanh",
         "",
-        ufunc("clamp(x, lo, hi)", _X, P("lo", "min_val", -1.0), P("hi", "max_val", 1.0)),
+        ufunc("hardtanh(x, lo, hi)", _X, P("lo", "min_val", -1.0), P("hi", "max_val", 1.0)),
     ),
-    OpMapping("nn.functional.relu6", "", ufunc("clamp(x, 0, 6)")),
+    OpMapping(
+        "nn.functional.hardtanh",
+        "",
+        ufunc("clamp(x, lo, hi)", _X, P("lo", "min_val", -1.0), P("hi", "max_val", 1.0)),
+        label="composite",
+    ),
+    OpMapping("nn.functional.relu6", "", ufunc("relu6(x)")),
+    OpMapping("nn.functional.relu6", "", ufunc("clamp(x, 0, 6)"), label="composite"),
     OpMapping(
         "nn.functional.softplus",
         "",
@@ -748,7 +755,7 @@ def run_sample(
     try:
         module = _module(case.spec)
     except SpecError as error:
-        missing = [name for name in mapping.future if name not in SPELLINGS]
+        missing = [name for name in mapping.future if name not in function_names()]
         if missing:
             return f"skipped: not in the language ({', '.join(missing)})"
         return f"fail: symgrad refused the spec {case.spec['outputs']['out']!r}: {error}"

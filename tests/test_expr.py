@@ -182,7 +182,11 @@ def test_declared_e_spelled_upper_case_is_not_euler() -> None:
         ("x  +  q", "3:12: unknown name 'q'"),
         ("exp", "3:6: 'exp' is a function; call it like exp(...)"),
         ("x(2)", "3:6: 'x' is not a function"),
-        ("x + sigmod(x)", "3:10: unknown function 'sigmod' (did you mean 'sigmoid'?)"),
+        (
+            "x + sigmod(x)",
+            "3:10: unknown function 'sigmod'"
+            " (did you mean 'sigmoid', 'logsigmoid' or 'hardsigmoid'?)",
+        ),
         ("Exp(x)", "3:6: unknown function 'Exp' (did you mean 'exp'?)"),
         ("1 + exp(x, y)", "3:10: exp() takes 1 argument, got 2"),
         ("exp()", "3:6: exp() takes 1 argument, got 0"),
