@@ -53,10 +53,43 @@ _MAX_TEST_ELEMENTS = 4096
 _MAX_TEST_DIMENSIONS = 8
 
 
+# Words of the ML vocabulary that CamelCase rules would split or run together: each is
+# one word of a module name (SwiGLU -> swiglu, StudentTNLL -> student_t_nll).
+_KNOWN_WORDS = (
+    "SwiGLU", "GeGLU", "GEGLU", "ReGLU", "PReLU", "ReLU", "SiLU", "GeLU", "GELU", "SELU",
+    "CELU", "ELU", "GLU", "NLL", "MSE", "MAE", "BCE", "NCE", "KL", "RMS", "LSE", "STE",
+)  # fmt: skip
+_WORD = re.compile(
+    "|".join(
+        [
+            *(
+                f"{re.escape(word)}(?![a-z])"
+                for word in sorted(_KNOWN_WORDS, key=len, reverse=True)
+            ),
+            r"[A-Z]+[0-9]*(?![a-z])",  # an acronym: RMS in RMSNorm, L2 in L2Normalize
+            r"[A-Z]?[a-z]+[0-9]*",  # a word: Soft, norm, conv2
+            r"[0-9]+",
+        ]
+    )
+)
+_ALL_CAPS_WORDS = tuple(word for word in _KNOWN_WORDS if word.isupper())
+
+
 def snake_case(name: str) -> str:
-    """SoftClamp -> soft_clamp, GELUTanh -> gelu_tanh."""
-    words = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", words).lower()
+    """The module name for a class name: SoftClamp -> soft_clamp, RMSNorm -> rms_norm.
+
+    Acronyms stay together (GELUTanh -> gelu_tanh, BCEWithLogits -> bce_with_logits), and
+    the words of _KNOWN_WORDS are one word each, also at the end of an acronym run:
+    StudentTNLL -> student_t_nll, SwiGLU -> swiglu, GaussianNLLLoss -> gaussian_nll_loss.
+    """
+    words: list[str] = []
+    for word in _WORD.findall(name):
+        suffix = next((w for w in _ALL_CAPS_WORDS if word.endswith(w) and word != w), None)
+        if word.isupper() and suffix is not None and word not in _KNOWN_WORDS:
+            words += [word[: -len(suffix)], suffix]
+        else:
+            words.append(word)
+    return "_".join(word.lower() for word in words)
 
 
 def node_from_data(data: Any, source: str) -> Node:
@@ -73,9 +106,10 @@ def node_from_data(data: Any, source: str) -> Node:
 def parse_spec(root: Node, source: str) -> Spec:
     """Validate the spec tree `root` and return the model; `source` goes in the header."""
     fields = _Section(root, "", _TOP_KEYS)
-    name = _class_name(fields.require("name"))
+    name_node = fields.require("name")
+    name = _class_name(name_node)
     module_node = fields.optional("module")
-    module = _module_name(module_node) if module_node else snake_case(name)
+    module = _module_name(module_node) if module_node else _derived_module(name_node, name)
     doc_node = fields.optional("doc")
     doc = _string(doc_node, "doc") if doc_node else ""
     mode_node = fields.optional("mode")
@@ -171,6 +205,15 @@ def _class_name(node: Node) -> str:
             node.location, f"expected a CamelCase class name like SoftClamp, got {name!r}", "name"
         )
     return name
+
+
+def _derived_module(node: Node, name: str) -> str:
+    """snake_case(name), refused where it cannot name a module (Class -> class)."""
+    module = snake_case(name)
+    if module in RESERVED_NAMES or keyword.iskeyword(module):
+        message = f"the module name {module!r} (from {name!r}) is reserved; set `module:`"
+        raise SpecError(node.location, message, "name")
+    return module
 
 
 def _module_name(node: Node) -> str:

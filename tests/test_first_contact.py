@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from symgrad.api import spec_from_dict
+from symgrad.parse import snake_case
 from tests.conftest import REPO_ROOT
 
 SYMGRAD = [sys.executable, "-m", "symgrad"]
@@ -39,3 +43,31 @@ def test_show_plot_draws_a_png(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "drew mish.png" in done.stderr
     assert (tmp_path / "mish.png").read_bytes().startswith(b"\x89PNG")
+
+
+MODULE_NAMES = [
+    ("SoftClamp", "soft_clamp"),
+    ("RMSNorm", "rms_norm"),
+    ("StudentTNLL", "student_t_nll"),
+    ("SwiGLU", "swiglu"),
+    ("GEGLU", "geglu"),
+    ("GELUTanh", "gelu_tanh"),
+    ("BCEWithLogits", "bce_with_logits"),
+    ("GaussianNLLLoss", "gaussian_nll_loss"),
+    ("InfoNCE", "info_nce"),
+    ("LeakyReLU", "leaky_relu"),
+    ("KLDiv", "kl_div"),
+    ("L2Normalize", "l2_normalize"),
+    ("Model_v2", "model_v2"),
+    ("Mish", "mish"),
+]
+
+
+@pytest.mark.parametrize(("name", "module"), MODULE_NAMES)
+def test_module_names_keep_acronyms_together(name: str, module: str) -> None:
+    assert snake_case(name) == module
+
+
+def test_module_overrides_the_derived_name() -> None:
+    spec = {"name": "SwiGLU", "module": "swi_glu", "inputs": {"x": "tensor"}, "outputs": {"y": "x"}}
+    assert spec_from_dict(spec).module == "swi_glu"
