@@ -7,15 +7,15 @@ allowed keys. Every error names the file, line and column of the offending value
 from __future__ import annotations
 
 import keyword
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import sympy
 from sympy.core.facts import InconsistentAssumptions
 
 from symgrad import expr as expressions
+from symgrad import fields as read
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
 from symgrad.model import (
@@ -48,9 +48,6 @@ _ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
 _CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
-# Bounds on a test shape, so that generated tests stay small.
-_MAX_TEST_ELEMENTS = 4096
-_MAX_TEST_DIMENSIONS = 8
 
 
 # Words of the ML vocabulary that CamelCase rules would split or run together: each is
@@ -105,17 +102,17 @@ def node_from_data(data: Any, source: str) -> Node:
 
 def parse_spec(root: Node, source: str) -> Spec:
     """Validate the spec tree `root` and return the model; `source` goes in the header."""
-    fields = _Section(root, "", _TOP_KEYS)
+    fields = read.Section(root, "", _TOP_KEYS)
     name_node = fields.require("name")
     name = _class_name(name_node)
     module_node = fields.optional("module")
     module = _module_name(module_node) if module_node else _derived_module(name_node, name)
     doc_node = fields.optional("doc")
-    doc = _string(doc_node, "doc") if doc_node else ""
+    doc = read.string(doc_node, "doc") if doc_node else ""
     mode_node = fields.optional("mode")
     mode = _mode(mode_node) if mode_node else "eager"
     custom_op_node = fields.optional("custom_op")
-    custom_op = _flag(custom_op_node, "custom_op") if custom_op_node else False
+    custom_op = read.flag(custom_op_node, "custom_op") if custom_op_node else False
     inputs = _parse_inputs(fields.require("inputs"), name)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
     where_node = fields.optional("where")
@@ -131,66 +128,8 @@ def parse_spec(root: Node, source: str) -> Spec:
     )
 
 
-class _Section:
-    """The keys of one mapping, taken one at a time; leftovers are reported."""
-
-    def __init__(self, node: Node, path: str, allowed: tuple[str, ...]) -> None:
-        if not isinstance(node.value, dict):
-            what = path or "the spec"
-            raise SpecError(node.location, f"expected a mapping, got {_kind(node)}", what)
-        self.node = node
-        self.items = dict(node.value)
-        self.path = path
-        self.allowed = allowed
-        # Unknown keys first: a misspelt key would otherwise read as a missing one.
-        self._refuse_unknown(key for key in self.items if key not in allowed)
-
-    def require(self, key: str) -> Node:
-        if key not in self.items:
-            raise SpecError(self.node.location, f"missing required key {key!r}", self.path)
-        return self.items.pop(key)
-
-    def optional(self, key: str) -> Node | None:
-        return self.items.pop(key, None)
-
-    def finish(self) -> None:
-        self._refuse_unknown(self.items)
-
-    def _refuse_unknown(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            assert self.node.key_locations is not None
-            hint = expressions.did_you_mean(key, self.allowed)
-            allowed = ", ".join(self.allowed)
-            raise SpecError(
-                self.node.key_locations[key],
-                f"unknown key {key!r}{hint}; allowed keys are: {allowed}",
-                self.path,
-            )
-
-
-def _kind(node: Node) -> str:
-    value = node.value
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
-def _string(node: Node, path: str) -> str:
-    if not isinstance(node.value, str):
-        raise SpecError(node.location, f"expected a string, got {_kind(node)}", path)
-    return node.value
-
-
-def _flag(node: Node, path: str) -> bool:
-    if not isinstance(node.value, bool):
-        raise SpecError(node.location, f"expected true or false, got {_kind(node)}", path)
-    return node.value
-
-
 def _mode(node: Node) -> str:
-    mode = _string(node, "mode")
+    mode = read.string(node, "mode")
     if mode not in _MODES:
         hint = expressions.did_you_mean(mode, _MODES)
         message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(_MODES)}"
@@ -199,7 +138,7 @@ def _mode(node: Node) -> str:
 
 
 def _class_name(node: Node) -> str:
-    name = _string(node, "name")
+    name = read.string(node, "name")
     if not _CLASS_NAME.match(name) or keyword.iskeyword(name):
         raise SpecError(
             node.location, f"expected a CamelCase class name like SoftClamp, got {name!r}", "name"
@@ -217,7 +156,7 @@ def _derived_module(node: Node, name: str) -> str:
 
 
 def _module_name(node: Node) -> str:
-    module = _string(node, "module")
+    module = read.string(node, "module")
     if module in RESERVED_NAMES:
         raise SpecError(node.location, _reserved_message(module), "module")
     if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
@@ -249,7 +188,7 @@ def _reserved_message(name: str) -> str:
 def _named_entries(node: Node, path: str, class_name: str) -> list[tuple[str, Location, Node]]:
     """The (name, key location, value) entries of a mapping of declared names."""
     if not isinstance(node.value, dict):
-        raise SpecError(node.location, f"expected a mapping of names, got {_kind(node)}", path)
+        raise SpecError(node.location, f"expected a mapping of names, got {read.kind(node)}", path)
     assert node.key_locations is not None
     entries = []
     for name, value in node.value.items():
@@ -289,7 +228,7 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
     if isinstance(node.value, str):
         type_node, fields, assume_node = node, None, None
     else:
-        fields = _Section(node, path, _INPUT_KEYS)
+        fields = read.Section(node, path, _INPUT_KEYS)
         type_node = fields.require("type")
     input_type = _input_type(type_node, path)
     is_tensor = input_type is InputType.TENSOR
@@ -299,10 +238,10 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
     if fields is not None:
         assume_node = fields.optional("assume")
         assumptions = _assumptions(assume_node, f"{path}.assume")
-        shape = _tensor_only(fields.optional("shape"), is_tensor, f"{path}.shape", _shape)
-        domain = _domain(fields.optional("domain"), f"{path}.domain")
+        shape = _tensor_only(fields.optional("shape"), is_tensor, f"{path}.shape", read.shape)
+        domain = read.domain(fields.optional("domain"), f"{path}.domain")
         grad_node = _tensor_only(
-            fields.optional("requires_grad"), is_tensor, f"{path}.requires_grad", _boolean
+            fields.optional("requires_grad"), is_tensor, f"{path}.requires_grad", read.flag
         )
         requires_grad = requires_grad if grad_node is None else grad_node
         default_node = fields.optional("default")
@@ -341,12 +280,6 @@ def _tensor_only(node: Node | None, is_tensor: bool, path: str, read: Any) -> An
     return read(node, path)
 
 
-def _boolean(node: Node, path: str) -> bool:
-    if not isinstance(node.value, bool):
-        raise SpecError(node.location, f"expected true or false, got {_kind(node)}", path)
-    return node.value
-
-
 def _assumptions(node: Node | None, path: str) -> tuple[str, ...]:
     if node is None:
         return ()
@@ -364,57 +297,17 @@ def _assumptions(node: Node | None, path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _shape(node: Node, path: str) -> tuple[int, ...]:
-    if not isinstance(node.value, list):
-        raise SpecError(node.location, f"expected a list of sizes, got {_kind(node)}", path)
-    if len(node.value) > _MAX_TEST_DIMENSIONS:
-        raise SpecError(
-            node.location,
-            f"expected at most {_MAX_TEST_DIMENSIONS} sizes, got {len(node.value)}",
-            path,
-        )
-    sizes = []
-    for item in node.value:
-        size = item.value
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise SpecError(item.location, f"expected a positive size, got {_kind(item)}", path)
-        sizes.append(size)
-    if math.prod(sizes) > _MAX_TEST_ELEMENTS:
-        raise SpecError(
-            node.location, f"test shapes are limited to {_MAX_TEST_ELEMENTS} elements", path
-        )
-    return tuple(sizes)
-
-
-def _number(node: Node, path: str) -> float:
-    value = node.value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SpecError(node.location, f"expected a finite number, got {_kind(node)}", path)
-    return float(value)
-
-
-def _domain(node: Node | None, path: str) -> tuple[float, float] | None:
-    if node is None:
-        return None
-    if not isinstance(node.value, list) or len(node.value) != 2:
-        raise SpecError(node.location, f"expected [low, high], got {_kind(node)}", path)
-    low, high = (_number(item, path) for item in node.value)
-    if not low < high:
-        raise SpecError(node.location, f"expected low < high, got [{low}, {high}]", path)
-    return (low, high)
-
-
 def _default(node: Node, input_type: InputType, path: str) -> Number:
     value = node.value
     if input_type is InputType.TENSOR:
         raise SpecError(node.location, "tensor inputs cannot have a default", path)
     if input_type is InputType.BOOL:
-        return _boolean(node, path)
+        return read.flag(node, path)
     if input_type is InputType.INT:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(node.location, f"expected an integer, got {_kind(node)}", path)
+            raise SpecError(node.location, f"expected an integer, got {read.kind(node)}", path)
         return value
-    return _number(node, path)
+    return read.number(node, path)
 
 
 def _make_symbol(
@@ -446,7 +339,7 @@ def _expression(
         except SpecError as error:
             raise SpecError(error.location, error.message, path) from None
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-        raise SpecError(node.location, f"expected an expression, got {_kind(node)}", path)
+        raise SpecError(node.location, f"expected an expression, got {read.kind(node)}", path)
     try:
         return expressions.from_sympy(value, symbols, node.location)
     except SpecError as error:
@@ -508,9 +401,9 @@ def _parse_outputs(
         path = f"outputs.{name}"
         differentiable = True
         if isinstance(value.value, dict):
-            fields = _Section(value, path, _OUTPUT_KEYS)
+            fields = read.Section(value, path, _OUTPUT_KEYS)
             flag = fields.optional("differentiable")
-            differentiable = True if flag is None else _boolean(flag, f"{path}.differentiable")
+            differentiable = True if flag is None else read.flag(flag, f"{path}.differentiable")
             value = fields.require("expr")
             fields.finish()
         expr = _expression(value, symbols, path, unavailable)
@@ -533,7 +426,7 @@ def _parse_gradients(
     # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)).
     names = {**symbols, **{o.name: o.symbol for o in outputs}}
     overrides = []
-    for output_name, output_node in _mapping_entries(node, "gradients"):
+    for output_name, output_node in read.mapping_entries(node, "gradients"):
         path = f"gradients.{output_name}"
         output = by_output.get(output_name)
         if output is None:
@@ -541,39 +434,28 @@ def _parse_gradients(
                 f"; outputs are: {', '.join(by_output)}"
             )
             message = f"unknown output {output_name!r}{hint}"
-            raise SpecError(_key_location(node, output_name), message, "gradients")
+            raise SpecError(read.key_location(node, output_name), message, "gradients")
         if not output.differentiable:
             message = f"output {output_name!r} is marked differentiable: false"
-            raise SpecError(_key_location(node, output_name), message, path)
-        for input_name, expr_node in _mapping_entries(output_node, path):
+            raise SpecError(read.key_location(node, output_name), message, path)
+        for input_name, expr_node in read.mapping_entries(output_node, path):
             item = by_input.get(input_name)
             if item is None:
                 hint = expressions.did_you_mean(input_name, by_input) or (
                     f"; inputs are: {', '.join(by_input)}"
                 )
                 message = f"unknown input {input_name!r}{hint}"
-                raise SpecError(_key_location(output_node, input_name), message, path)
+                raise SpecError(read.key_location(output_node, input_name), message, path)
             where = f"{path}.{input_name}"
             if not item.differentiable:
                 message = (
                     f"input {input_name!r} takes no gradient "
                     "(it is a number or a tensor with requires_grad: false)"
                 )
-                raise SpecError(_key_location(output_node, input_name), message, where)
+                raise SpecError(read.key_location(output_node, input_name), message, where)
             expr = _expression(expr_node, names, where)
             overrides.append(GradientOverride(output, item, expr, expr_node.location))
     return tuple(overrides)
-
-
-def _mapping_entries(node: Node, path: str) -> list[tuple[str, Node]]:
-    if not isinstance(node.value, dict):
-        raise SpecError(node.location, f"expected a mapping, got {_kind(node)}", path)
-    return list(node.value.items())
-
-
-def _key_location(node: Node, key: str) -> Location:
-    assert node.key_locations is not None
-    return node.key_locations[key]
 
 
 def _tensor_dependent(

@@ -1,0 +1,127 @@
+"""Typed values read from located YAML nodes, each error naming file, line and column.
+
+The readers every section of a spec shares: a mapping's keys taken one by one with
+leftovers refused, and strings, flags, numbers, shapes and intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from symgrad import expr as expressions
+from symgrad.errors import Location, SpecError
+from symgrad.loader import Node
+
+# Bounds on a test shape, so that generated tests stay small.
+MAX_TEST_ELEMENTS = 4096
+MAX_TEST_DIMENSIONS = 8
+
+
+class Section:
+    """The keys of one mapping, taken one at a time; leftovers are reported."""
+
+    def __init__(self, node: Node, path: str, allowed: tuple[str, ...]) -> None:
+        if not isinstance(node.value, dict):
+            what = path or "the spec"
+            raise SpecError(node.location, f"expected a mapping, got {kind(node)}", what)
+        self.node = node
+        self.items = dict(node.value)
+        self.path = path
+        self.allowed = allowed
+        # Unknown keys first: a misspelt key would otherwise read as a missing one.
+        self._refuse_unknown(key for key in self.items if key not in allowed)
+
+    def require(self, key: str) -> Node:
+        if key not in self.items:
+            raise SpecError(self.node.location, f"missing required key {key!r}", self.path)
+        return self.items.pop(key)
+
+    def optional(self, key: str) -> Node | None:
+        return self.items.pop(key, None)
+
+    def finish(self) -> None:
+        self._refuse_unknown(self.items)
+
+    def _refuse_unknown(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            assert self.node.key_locations is not None
+            hint = expressions.did_you_mean(key, self.allowed)
+            allowed = ", ".join(self.allowed)
+            raise SpecError(
+                self.node.key_locations[key],
+                f"unknown key {key!r}{hint}; allowed keys are: {allowed}",
+                self.path,
+            )
+
+
+def kind(node: Node) -> str:
+    value = node.value
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def string(node: Node, path: str) -> str:
+    if not isinstance(node.value, str):
+        raise SpecError(node.location, f"expected a string, got {kind(node)}", path)
+    return node.value
+
+
+def flag(node: Node, path: str) -> bool:
+    if not isinstance(node.value, bool):
+        raise SpecError(node.location, f"expected true or false, got {kind(node)}", path)
+    return node.value
+
+
+def shape(node: Node, path: str) -> tuple[int, ...]:
+    if not isinstance(node.value, list):
+        raise SpecError(node.location, f"expected a list of sizes, got {kind(node)}", path)
+    if len(node.value) > MAX_TEST_DIMENSIONS:
+        raise SpecError(
+            node.location,
+            f"expected at most {MAX_TEST_DIMENSIONS} sizes, got {len(node.value)}",
+            path,
+        )
+    sizes = []
+    for item in node.value:
+        size = item.value
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise SpecError(item.location, f"expected a positive size, got {kind(item)}", path)
+        sizes.append(size)
+    if math.prod(sizes) > MAX_TEST_ELEMENTS:
+        raise SpecError(
+            node.location, f"test shapes are limited to {MAX_TEST_ELEMENTS} elements", path
+        )
+    return tuple(sizes)
+
+
+def number(node: Node, path: str) -> float:
+    value = node.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SpecError(node.location, f"expected a finite number, got {kind(node)}", path)
+    return float(value)
+
+
+def domain(node: Node | None, path: str) -> tuple[float, float] | None:
+    if node is None:
+        return None
+    if not isinstance(node.value, list) or len(node.value) != 2:
+        raise SpecError(node.location, f"expected [low, high], got {kind(node)}", path)
+    low, high = (number(item, path) for item in node.value)
+    if not low < high:
+        raise SpecError(node.location, f"expected low < high, got [{low}, {high}]", path)
+    return (low, high)
+
+
+def mapping_entries(node: Node, path: str) -> list[tuple[str, Node]]:
+    if not isinstance(node.value, dict):
+        raise SpecError(node.location, f"expected a mapping, got {kind(node)}", path)
+    return list(node.value.items())
+
+
+def key_location(node: Node, key: str) -> Location:
+    assert node.key_locations is not None
+    return node.key_locations[key]
