@@ -7,11 +7,15 @@ leftovers refused, and strings, flags, numbers, shapes and intervals.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from symgrad import expr as expressions
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
+
+# A reader of one typed value: (node, path for errors) -> value.
+Reader = Callable[[Node, str], Any]
 
 # Bounds on a test shape, so that generated tests stay small.
 MAX_TEST_ELEMENTS = 4096

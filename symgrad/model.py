@@ -90,6 +90,33 @@ class GradientOverride:
     location: Location
 
 
+# The dtypes a generated test checks besides float64 (which gradcheck needs).
+LOW_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
+TEST_DTYPES = ("float64", *LOW_PRECISION_DTYPES)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Absolute and relative tolerance of a comparison, as torch.testing.assert_close."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The spec's `test:` section: what the generated test checks, and how closely."""
+
+    # Low-precision dtypes whose values and gradients are compared with float64's.
+    dtypes: tuple[str, ...] = LOW_PRECISION_DTYPES
+    # (dtype, reason): checked dtypes the test skips, saying why.
+    skips: tuple[tuple[str, str], ...] = ()
+    # (dtype, tolerance): fixed tolerances replacing the default comparison in that dtype.
+    tolerances: tuple[tuple[str, Tolerance], ...] = ()
+    # How many random input draws gradcheck and gradgradcheck run on.
+    points: int = 1
+
+
 @dataclass(frozen=True)
 class Spec:
     """A whole function: its names, inputs, intermediates and outputs."""
@@ -113,6 +140,8 @@ class Spec:
     # True: also register the forward as the operator `symgrad::<module>`
     # (torch.library.custom_op with register_autograd), which torch.export keeps opaque.
     custom_op: bool = False
+    # How the generated test checks the Function (the spec's `test:` section).
+    checks: Checks = Checks()
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

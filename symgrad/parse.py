@@ -16,6 +16,7 @@ from sympy.core.facts import InconsistentAssumptions
 
 from symgrad import expr as expressions
 from symgrad import fields as read
+from symgrad.checks import parse_checks
 from symgrad.errors import Location, SpecError
 from symgrad.loader import Node
 from symgrad.model import (
@@ -38,6 +39,7 @@ _TOP_KEYS = (
     "where",
     "outputs",
     "gradients",
+    "test",
 )
 # How the generated Function runs its forward and backward (see Spec.mode).
 _MODES = ("eager", "fused")
@@ -114,6 +116,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     custom_op_node = fields.optional("custom_op")
     custom_op = read.flag(custom_op_node, "custom_op") if custom_op_node else False
     inputs = _parse_inputs(fields.require("inputs"), name)
+    checks, inputs = parse_checks(fields.optional("test"), inputs)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
     where_node = fields.optional("where")
     outputs_node = fields.require("outputs")
@@ -124,7 +127,17 @@ def parse_spec(root: Node, source: str) -> Spec:
     overrides = _parse_gradients(gradients_node, symbols, inputs, outputs) if gradients_node else ()
     fields.finish()
     return Spec(
-        name, module, doc, inputs, intermediates, outputs, source, overrides, mode, custom_op
+        name,
+        module,
+        doc,
+        inputs,
+        intermediates,
+        outputs,
+        source,
+        overrides,
+        mode,
+        custom_op,
+        checks,
     )
 
 

@@ -812,4 +812,39 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
             indent=0,
         ),
         "differentiable_outputs": [str(n) for n, o in enumerate(spec.outputs) if o.differentiable],
+        "low_precision": _low_precision(spec),
+        "tolerances": _tolerances(spec),
+        "points": spec.checks.points,
     }
+
+
+# The largest finite float16: a test domain beyond it overflows when sampled.
+_FLOAT16_MAX = 65504.0
+
+
+def _low_precision(spec: Spec) -> list[str]:
+    """The checked low-precision dtypes; a skipped one as a pytest.param with its reason."""
+    reasons = dict(spec.checks.skips)
+    for item in spec.tensor_inputs:
+        low, high = default_domain(item)
+        if "float16" not in reasons and max(abs(low), abs(high)) > _FLOAT16_MAX:
+            reasons["float16"] = (
+                f"float16 cannot hold the test domain [{low}, {high}] of {item.name}"
+            )
+    return [
+        (
+            f"pytest.param(torch.{dtype}, marks=pytest.mark.skip(reason={reasons[dtype]!r}))"
+            if dtype in reasons
+            else f"torch.{dtype}"
+        )
+        for dtype in spec.checks.dtypes
+    ]
+
+
+def _tolerances(spec: Spec) -> str:
+    """The spec's tolerances as a dict display: {torch.float32: {"rtol": ..., "atol": ...}}."""
+    entries = [
+        f'torch.{dtype}: {{"rtol": {t.rtol!r}, "atol": {t.atol!r}}}'
+        for dtype, t in spec.checks.tolerances
+    ]
+    return "{" + ", ".join(entries) + "}"
