@@ -21,7 +21,7 @@ from symgrad.errors import SpecError
 from symgrad.loader import Node
 from symgrad.model import LOW_PRECISION_DTYPES, TEST_DTYPES, Checks, Input, Tolerance
 
-_KEYS = ("dtypes", "skip", "tolerances", "shapes", "domains", "points")
+KEYS = ("dtypes", "skip", "tolerances", "shapes", "domains", "points")
 _MAX_POINTS = 20
 
 
@@ -29,7 +29,7 @@ def parse_checks(node: Node | None, inputs: tuple[Input, ...]) -> tuple[Checks, 
     """The test settings, and the inputs with the section's test shapes and domains."""
     if node is None:
         return Checks(), inputs
-    section = read.Section(node, "test", _KEYS)
+    section = read.Section(node, "test", KEYS)
     dtypes_node = section.optional("dtypes")
     dtypes = _dtypes(dtypes_node) if dtypes_node else LOW_PRECISION_DTYPES
     skips = _skips(section.optional("skip"), dtypes)

@@ -20,8 +20,10 @@ from pathlib import Path
 import symgrad
 from symgrad.api import display_path, generate, load_spec
 from symgrad.errors import SpecError
+from symgrad.parse import snake_case
 from symgrad.progress import Progress
 from symgrad.show import describe
+from symgrad.starter import starter_spec
 from symgrad.write import pending_changes, unified_diff, write_files
 
 DEFAULT_OUTPUT_DIRECTORY = "generated"
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_gen(commands)
     _add_show(commands)
+    _add_new(commands)
     return parser
 
 
@@ -97,6 +100,19 @@ def _add_show(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
 
 
+def _add_new(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    new = commands.add_parser(
+        "new",
+        help="write a commented starter spec",
+        description="Write DIR/<module>.yaml: a small working spec for the class NAME, with "
+        "every common key explained, to edit into your own.",
+    )
+    new.add_argument("name", metavar="NAME", help="the CamelCase class name, e.g. SoftClamp")
+    new.add_argument(
+        "-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)"
+    )
+
+
 def _add_specs(command: argparse.ArgumentParser) -> None:
     command.add_argument("specs", nargs="+", metavar="SPEC", help="spec files or folders of *.yaml")
 
@@ -115,6 +131,8 @@ def _job_count(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = build_parser().parse_args(argv)
+    if args.command == "new":
+        return _new(args.name, Path(args.output))
     try:
         paths = _spec_paths(args.specs)
     except FileNotFoundError as error:
@@ -126,6 +144,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _show(paths, args.latex, args.plot)
     return _gen(paths, args)
+
+
+def _new(name: str, folder: Path) -> int:
+    """Write the starter spec for `name`; never overwrite a file."""
+    try:
+        text = starter_spec(name)
+    except ValueError as error:
+        print(f"symgrad: error: {error}", file=sys.stderr)
+        return 2
+    path = folder / f"{snake_case(name)}.yaml"
+    if path.exists():
+        print(f"symgrad: error: {display_path(path)} exists; not overwritten", file=sys.stderr)
+        return 1
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {display_path(path)}")
+    print(f"next: symgrad gen {display_path(path)} -o my_functions --test")
+    return 0
 
 
 def _spec_paths(arguments: Sequence[str]) -> list[Path]:

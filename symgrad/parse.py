@@ -29,7 +29,7 @@ from symgrad.model import (
     Spec,
 )
 
-_TOP_KEYS = (
+TOP_KEYS = (
     "name",
     "module",
     "doc",
@@ -42,13 +42,13 @@ _TOP_KEYS = (
     "test",
 )
 # How the generated Function runs its forward and backward (see Spec.mode).
-_MODES = ("eager", "fused")
-_OUTPUT_KEYS = ("expr", "differentiable")
-_INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
-_ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
+MODES = ("eager", "fused")
+OUTPUT_KEYS = ("expr", "differentiable")
+INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
+ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 # Names the generated code itself uses at module or function scope.
 RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
-_CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
+CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 
@@ -104,7 +104,7 @@ def node_from_data(data: Any, source: str) -> Node:
 
 def parse_spec(root: Node, source: str) -> Spec:
     """Validate the spec tree `root` and return the model; `source` goes in the header."""
-    fields = read.Section(root, "", _TOP_KEYS)
+    fields = read.Section(root, "", TOP_KEYS)
     name_node = fields.require("name")
     name = _class_name(name_node)
     module_node = fields.optional("module")
@@ -143,16 +143,16 @@ def parse_spec(root: Node, source: str) -> Spec:
 
 def _mode(node: Node) -> str:
     mode = read.string(node, "mode")
-    if mode not in _MODES:
-        hint = expressions.did_you_mean(mode, _MODES)
-        message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(_MODES)}"
+    if mode not in MODES:
+        hint = expressions.did_you_mean(mode, MODES)
+        message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(MODES)}"
         raise SpecError(node.location, message, "mode")
     return mode
 
 
 def _class_name(node: Node) -> str:
     name = read.string(node, "name")
-    if not _CLASS_NAME.match(name) or keyword.iskeyword(name):
+    if not CLASS_NAME.match(name) or keyword.iskeyword(name):
         raise SpecError(
             node.location, f"expected a CamelCase class name like SoftClamp, got {name!r}", "name"
         )
@@ -241,7 +241,7 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
     if isinstance(node.value, str):
         type_node, fields, assume_node = node, None, None
     else:
-        fields = read.Section(node, path, _INPUT_KEYS)
+        fields = read.Section(node, path, INPUT_KEYS)
         type_node = fields.require("type")
     input_type = _input_type(type_node, path)
     is_tensor = input_type is InputType.TENSOR
@@ -299,11 +299,11 @@ def _assumptions(node: Node | None, path: str) -> tuple[str, ...]:
     items = node.value if isinstance(node.value, list) else [node]
     names = []
     for item in items:
-        if not isinstance(item.value, str) or item.value not in _ASSUMPTIONS:
-            hint = expressions.did_you_mean(str(item.value), _ASSUMPTIONS)
+        if not isinstance(item.value, str) or item.value not in ASSUMPTIONS:
+            hint = expressions.did_you_mean(str(item.value), ASSUMPTIONS)
             raise SpecError(
                 item.location,
-                f"unknown assumption {item.value!r}{hint}; expected: {', '.join(_ASSUMPTIONS)}",
+                f"unknown assumption {item.value!r}{hint}; expected: {', '.join(ASSUMPTIONS)}",
                 path,
             )
         names.append(item.value)
@@ -414,7 +414,7 @@ def _parse_outputs(
         path = f"outputs.{name}"
         differentiable = True
         if isinstance(value.value, dict):
-            fields = read.Section(value, path, _OUTPUT_KEYS)
+            fields = read.Section(value, path, OUTPUT_KEYS)
             flag = fields.optional("differentiable")
             differentiable = True if flag is None else read.flag(flag, f"{path}.differentiable")
             value = fields.require("expr")

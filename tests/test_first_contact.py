@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from symgrad.api import spec_from_dict
 from symgrad.parse import snake_case
@@ -71,3 +72,30 @@ def test_module_names_keep_acronyms_together(name: str, module: str) -> None:
 def test_module_overrides_the_derived_name() -> None:
     spec = {"name": "SwiGLU", "module": "swi_glu", "inputs": {"x": "tensor"}, "outputs": {"y": "x"}}
     assert spec_from_dict(spec).module == "swi_glu"
+
+
+def test_new_writes_a_starter_spec_that_generates_and_passes(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*SYMGRAD, "new", "ScaledSwish", "-o", "specs"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("wrote specs/scaled_swish.yaml\n")
+    spec = spec_from_dict(yaml.safe_load((tmp_path / "specs" / "scaled_swish.yaml").read_text()))
+    assert spec.name == "ScaledSwish" and spec.module == "scaled_swish"
+    command = [*SYMGRAD, "gen", "specs/scaled_swish.yaml", "-o", "out", "--test"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_new_never_overwrites_and_refuses_a_bad_name(tmp_path: Path) -> None:
+    (tmp_path / "soft_clamp.yaml").write_text("mine")
+    again = subprocess.run(
+        [*SYMGRAD, "new", "SoftClamp"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert again.returncode == 1 and "exists; not overwritten" in again.stderr
+    assert (tmp_path / "soft_clamp.yaml").read_text() == "mine"
+    bad = subprocess.run(
+        [*SYMGRAD, "new", "soft_clamp"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "CamelCase" in bad.stderr

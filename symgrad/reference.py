@@ -1,0 +1,131 @@
+"""The spec reference page (docs/spec-reference.md), written from the code's own tables.
+
+Every key the parser accepts and every function the language knows is listed from the
+tables the parser and the language read, so the page cannot drift from the code: a test
+regenerates it and compares. Regenerate it with `python -m symgrad.reference`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from symgrad import activations, checks, functions, parse, piecewise, reductions
+from symgrad.model import LOW_PRECISION_DTYPES, InputType
+
+# What each key means, by section. A key without an entry fails the reference's test.
+KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
+    "spec": {
+        "name": "required; the CamelCase class name of the Function",
+        "module": "the module's and the convenience function's name "
+        "(default: the name in snake_case, acronyms kept together)",
+        "doc": "the docstring of the class and the module",
+        "mode": "`eager` runs op by op; `fused` compiles forward and backward once "
+        "with torch.compile",
+        "custom_op": "`true` also registers the forward as the operator "
+        "`symgrad::<module>` (torch.library.custom_op)",
+        "inputs": "required; the forward's arguments in order: `name: type` or "
+        "`name: {type: ..., ...}`",
+        "where": "named intermediates in order; each may use inputs and earlier names",
+        "outputs": "required; the forward's results in order: `name: expression` or "
+        "`name: {expr: ..., differentiable: false}`",
+        "gradients": "your own `d output / d input` per output and input, replacing "
+        "symgrad's (straight-through estimators)",
+        "test": "how the generated test samples and compares (below)",
+    },
+    "input": {
+        "type": "one of " + ", ".join(f"`{t.value}`" for t in InputType),
+        "assume": "sympy assumptions on the symbol: "
+        + ", ".join(f"`{a}`" for a in parse.ASSUMPTIONS),
+        "shape": "tensors only; the shape the generated test samples (`[]`: 0-d)",
+        "domain": "`[low, high]`: the interval the generated test samples from",
+        "requires_grad": "tensors only; `false`: the input never gets a gradient",
+        "default": "numbers only; a default value (inputs with defaults come last)",
+    },
+    "output": {
+        "expr": "the output's expression",
+        "differentiable": "`false` marks an output without gradient "
+        "(ctx.mark_non_differentiable): an index, a mask",
+    },
+    "test": {
+        "dtypes": "the low-precision dtypes checked against float64: a list of "
+        + ", ".join(f"`{d}`" for d in LOW_PRECISION_DTYPES)
+        + " (default: all)",
+        "skip": "`{dtype: reason}`: checked dtypes the test skips, with the reason",
+        "tolerances": "`{dtype: {rtol: ..., atol: ...}}`: fixed tolerances per dtype "
+        "(float64 included), replacing the defaults",
+        "shapes": "`{input: [sizes]}`: test shapes, as `inputs.<name>.shape`",
+        "domains": "`{input: [low, high]}`: test domains, as `inputs.<name>.domain`",
+        "points": "input draws that gradcheck and gradgradcheck run on (1 to 20; default 1)",
+    },
+}
+
+_SECTIONS = (
+    ("Top level", "spec", parse.TOP_KEYS),
+    ("An input (`inputs.<name>`)", "input", parse.INPUT_KEYS),
+    ("An output (`outputs.<name>`, long form)", "output", parse.OUTPUT_KEYS),
+    ("The test section (`test:`)", "test", checks.KEYS),
+)
+
+
+def spec_reference() -> str:
+    """The reference page as Markdown."""
+    lines = [
+        "# Spec reference",
+        "",
+        "Generated from symgrad's own tables by `python -m symgrad.reference`: do not edit.",
+        "The README's [spec section](../README.md#the-spec-version-1) explains them with"
+        " examples.",
+    ]
+    for title, section, keys in _SECTIONS:
+        lines += ["", f"## {title}", "", "| key | meaning |", "| --- | --- |"]
+        lines += [f"| `{key}` | {KEY_MEANINGS[section][key]} |" for key in keys]
+    lines += ["", *_functions_section()]
+    return "\n".join(lines) + "\n"
+
+
+def _functions_section() -> list[str]:
+    lines = ["## Functions", "", "### Elementwise", "", "| function | torch | also spelled |"]
+    lines.append("| --- | --- | --- |")
+    for info in functions.FUNCTIONS.values():
+        call = f"{info.name}({_placeholders(info.arity)})"
+        torch = info.torch.format(*_placeholders(info.arity).split(", "))
+        lines.append(f"| `{call}` | `{torch}` | {_spellings(info.aliases)} |")
+    lines += ["", "### Activations (torch.nn.functional)", ""]
+    lines += ["| function | torch | also spelled |", "| --- | --- | --- |"]
+    aliases = _aliases_of(activations.ACTIVATION_ALIASES)
+    for cls in activations.ACTIVATIONS.values():
+        parameters = "".join(f", {key}={default!r}" for key, default in cls.parameters)
+        options = f", {cls.torch_options}" if cls.torch_options else ""
+        torch = f"{cls.torch_function}(x{parameters}{options})"
+        call = f"{cls.name}(x{parameters})"
+        lines.append(f"| `{call}` | `{torch}` | {_spellings(aliases.get(cls.name, ()))} |")
+    lines += ["", "### Conditionals and kinks", "", "| function | also spelled |", "| --- | --- |"]
+    aliases = _aliases_of(piecewise.CONDITIONAL_ALIASES)
+    for name, (arity, _) in piecewise.CONDITIONAL_FUNCTIONS.items():
+        arguments = "cond, a, b" if name == "where" else _placeholders(arity)
+        lines.append(f"| `{name}({arguments})` | {_spellings(aliases.get(name, ()))} |")
+    lines.append("| `Piecewise((a, cond), ..., (z, True))` | |")
+    lines += ["", "### Reductions and normalizations", ""]
+    lines += [f"- `{name}(e, dim=None, keepdim=False)`" for name in reductions.REDUCTIONS]
+    lines += [f"- `{name}(e, dim)`" for name in reductions.NORMALIZATIONS]
+    return lines
+
+
+def _placeholders(arity: int) -> str:
+    return ", ".join(("x", "y", "z")[:arity]) if arity <= 3 else ", ".join(["x"] * arity)
+
+
+def _aliases_of(aliases: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """name -> its other spellings, from an alias -> name table."""
+    result: dict[str, tuple[str, ...]] = {}
+    for alias, name in aliases.items():
+        result[name] = (*result.get(name, ()), alias)
+    return result
+
+
+def _spellings(names: Iterable[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+if __name__ == "__main__":
+    print(spec_reference(), end="")
