@@ -23,6 +23,7 @@ import torch
 
 import symgrad
 from symgrad import functions, piecewise, reductions
+from symgrad.activations import Activation
 from symgrad.derive import derive
 from symgrad.derived import Assignment, Derived, GuardedBlock
 from symgrad.model import Input, InputType, Output, Spec
@@ -127,6 +128,8 @@ def to_sympy(expr: sympy.Expr) -> sympy.Expr:
         piecewise.Minimum: lambda a, b: where(lt(a, b), a, where(gt(a, b), b, (a + b) / 2)),
         piecewise.Clamp: lambda x, lo, hi: where(lt(x, lo), lo, where(gt(x, hi), hi, x)),
     }
+    # Activations are their value formulas, which may use the kinks above.
+    expr = expr.replace(lambda e: isinstance(e, Activation), lambda e: e.expanded())
     expr = expr.replace(lambda e: type(e) in kinks, lambda e: kinks[type(e)](*e.args))
     expr = expr.replace(
         lambda e: isinstance(e, piecewise.Where),
