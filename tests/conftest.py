@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # elsewhere opt in with @pytest.mark.slow.
 SLOW_MODULES = {
     "test_bench.py",
+    "test_checks.py",
     "test_docs.py",
     "test_ecosystem.py",
     "test_first_contact.py",
@@ -27,6 +28,7 @@ SLOW_MODULES = {
     "test_namespace.py",
     "test_opinfo.py",
     "test_packaging.py",
+    "test_plot.py",
     "test_properties.py",
 }
 

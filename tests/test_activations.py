@@ -8,6 +8,7 @@ this is what proves the definition follows torch's conventions at every kink.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -60,8 +61,13 @@ ACTIVATIONS: list[tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = [
 
 
 def _generated(expr: str, inputs: dict[str, str] | None = None) -> Any:
-    inputs = inputs or {"x": "tensor"}
-    spec = spec_from_dict({"name": "Act", "inputs": inputs, "outputs": {"y": expr}})
+    return _generated_once(expr, tuple((inputs or {"x": "tensor"}).items()))
+
+
+@functools.cache
+def _generated_once(expr: str, inputs: tuple[tuple[str, str], ...]) -> Any:
+    """Generated once per expression: both dtypes and the NaN test share it."""
+    spec = spec_from_dict({"name": "Act", "inputs": dict(inputs), "outputs": {"y": expr}})
     return load_module(spec).Act.apply
 
 

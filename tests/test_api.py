@@ -152,6 +152,7 @@ def test_loaded_source_is_readable_in_tracebacks() -> None:
 
 
 # torch's own tracing of any autograd.Function warns so (torch 2.13), generated or not.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
 def test_loaded_function_compiles_without_graph_breaks() -> None:
     cls = symgrad.load(EXAMPLES / "swish.yaml")
@@ -229,6 +230,7 @@ def test_unified_diff(old: str | None, new: str, expected: list[str]) -> None:
 # The hatch build hook of docs/build-integration
 
 
+@pytest.mark.slow
 def test_hatch_build_hook_example_generates_into_the_wheel(tmp_path: Path) -> None:
     pytest.importorskip("hatchling")
     example = Path(__file__).parent.parent / "docs" / "build-integration"

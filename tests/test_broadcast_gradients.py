@@ -9,6 +9,7 @@ gradgradcheck must agree with autograd of the torch formula.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,13 @@ def _spec(name: str, case: Case) -> symgrad.Spec:
     return symgrad.spec_from_dict(data)
 
 
+@functools.cache
+def _function(name: str) -> Any:
+    """The generated function of case `name`, generated once for all the tests below."""
+    spec = _spec("Case", CASES[name])
+    return getattr(symgrad.load_module(spec), spec.module)
+
+
 def _inputs(case: Case, seed: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     return [
@@ -149,8 +157,7 @@ def _inputs(case: Case, seed: int) -> list[torch.Tensor]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vjp_with_cotangents_on_every_output(name: str) -> None:
     case = CASES[name]
-    spec = _spec("Case", case)
-    function = getattr(symgrad.load_module(spec), spec.module)
+    function = _function(name)
     inputs = _inputs(case, seed=len(name))
     ours = as_tuple(function(*inputs))
     theirs = as_tuple(case.torch_formula(*inputs))
@@ -169,8 +176,7 @@ def test_vjp_with_cotangents_on_every_output(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradcheck_and_gradgradcheck(name: str) -> None:
     case = CASES[name]
-    spec = _spec("Case", case)
-    function = getattr(symgrad.load_module(spec), spec.module)
+    function = _function(name)
     inputs = tuple(_inputs(case, seed=0))
     assert torch.autograd.gradcheck(function, inputs)
     assert torch.autograd.gradgradcheck(function, inputs)
@@ -181,8 +187,7 @@ def test_gradcheck_and_gradgradcheck(name: str) -> None:
 def test_jvp_along_each_input_alone(name: str) -> None:
     """A tangent on one input only: the others' are missing, which must count as zero."""
     case = CASES[name]
-    spec = _spec("Case", case)
-    function = getattr(symgrad.load_module(spec), spec.module)
+    function = _function(name)
     primals = [t.detach() for t in _inputs(case, seed=2)]
     for index in range(len(primals)):
         tangent = torch.randn_like(primals[index])

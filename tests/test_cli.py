@@ -44,6 +44,7 @@ def test_default_output_folder_is_created(tmp_path: Path, monkeypatch: pytest.Mo
     assert "from spec.yaml." in (tmp_path / "generated" / "soft_clamp.py").read_text()
 
 
+@pytest.mark.slow
 def test_folder_arguments_expand_to_their_specs(repo_root: Path, tmp_path: Path) -> None:
     assert main(["gen", "examples", "-o", str(tmp_path), "-q"]) == 0
     assert len(list(tmp_path.glob("test_*.py"))) == len(list(Path("examples").glob("*.yaml")))
@@ -153,6 +154,7 @@ def _append_line(path: Path) -> None:
     ],
     ids=["edited", "missing", "undecodable"],
 )
+@pytest.mark.slow
 def test_check_lists_a_stale_file_and_writes_nothing(
     project: Path,
     capsys: pytest.CaptureFixture[str],
@@ -177,6 +179,7 @@ def test_check_exits_0_when_every_file_is_current(
     assert _snapshot(project / "out") == before
 
 
+@pytest.mark.slow
 def test_check_lists_every_file_of_a_missing_folder_and_creates_none(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -200,6 +203,7 @@ def test_check_with_an_invalid_spec_exits_1_with_the_error(
     assert captured.out == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [["--check", "-q"], ["--check", "--diff", "-q"]])
 def test_quiet_check_prints_nothing_but_still_fails(
     project: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
@@ -212,6 +216,7 @@ def test_quiet_check_prints_nothing_but_still_fails(
     assert ("--diff" in flags) == (captured.out != "")  # a diff asked for is still printed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flags", "status"), [(["--diff"], 0), (["--diff", "--check"], 1)])
 def test_diff_prints_a_patch_and_writes_nothing(
     project: Path, capsys: pytest.CaptureFixture[str], flags: list[str], status: int
@@ -233,6 +238,7 @@ def test_diff_prints_a_patch_and_writes_nothing(
     assert _snapshot(project / "out") == before
 
 
+@pytest.mark.slow
 def test_diff_applies_with_patch_to_give_the_generated_files(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -249,12 +255,14 @@ def test_diff_applies_with_patch_to_give_the_generated_files(
     }
 
 
+@pytest.mark.slow
 def test_diff_of_current_files_is_empty(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["gen", "specs", "-o", "out", "--diff"]) == 0
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.slow
 def test_python_dash_m_check_on_a_generated_folder(tmp_path: Path) -> None:
     root = Path(__file__).parent.parent
     for name in ("soft_clamp.yaml", "swish.yaml", "mish.yaml"):
@@ -271,6 +279,7 @@ def test_python_dash_m_check_on_a_generated_folder(tmp_path: Path) -> None:
 # --jobs and the progress bar
 
 
+@pytest.mark.slow
 def test_jobs_give_the_same_files_and_messages_as_one_job(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -285,6 +294,7 @@ def test_jobs_give_the_same_files_and_messages_as_one_job(
     assert len(results["1"][1]) == 8
 
 
+@pytest.mark.slow
 def test_jobs_report_errors_in_the_order_of_the_specs(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -307,6 +317,7 @@ class _FakeTerminal(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tty", "quiet"), [(True, False), (False, False), (True, True)])
 def test_progress_bar_only_on_an_interactive_terminal_without_quiet(
     project: Path, monkeypatch: pytest.MonkeyPatch, tty: bool, quiet: bool
@@ -335,6 +346,7 @@ def test_progress_bar_counts_and_erases() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_no_progress_in_a_pipe(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     shutil.copy(Path(__file__).parent.parent / GOOD, spec)
@@ -410,6 +422,7 @@ def test_pre_commit_hooks_run_symgrad_gen_with_valid_arguments() -> None:
         assert not re.search(str(hook["files"]), "src/model.py")
 
 
+@pytest.mark.slow
 def test_makefile_example_generates_and_checks(tmp_path: Path) -> None:
     if shutil.which("make") is None:
         pytest.skip("needs make")

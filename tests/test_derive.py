@@ -728,6 +728,7 @@ def ops(exprs: Iterable[sympy.Expr]) -> int:
     return sum(sympy.count_ops(e) for e in exprs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "steps"), [(1, 60), (2, 120), (5, 160)])
 def test_backward_is_a_constant_factor_of_the_forward(seed: int, steps: int) -> None:
     """Reverse mode: all gradients cost at most a few times the forward (op counts only:

@@ -70,6 +70,7 @@ def test_header_names_the_spec_relative_to_the_working_directory(
     assert str(tmp_path) not in module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec_path", VALID_SPECS, ids=lambda p: p.stem)
 def test_generated_tests_pass(spec_path: Path, tmp_path: Path) -> None:
     files = symgrad.generate(symgrad.load_spec(spec_path))
@@ -136,6 +137,7 @@ def test_a_zero_dimensional_input_is_sampled_zero_dimensional() -> None:
     assert '"x": _uniform((5, 3), -2.0, 2.0, generator)' in test
 
 
+@pytest.mark.slow
 def test_the_generated_test_sees_a_wrong_zero_dimensional_gradient(tmp_path: Path) -> None:
     files = symgrad.generate(symgrad.spec_from_dict(SCALED))
     summed = ".sum_to_size(shape)"
@@ -146,6 +148,7 @@ def test_the_generated_test_sees_a_wrong_zero_dimensional_gradient(tmp_path: Pat
     assert "1 failed" in output, output
 
 
+@pytest.mark.slow
 def test_the_generated_test_sees_an_over_counted_term_of_several_outputs(
     tmp_path: Path,
 ) -> None:
@@ -163,6 +166,7 @@ def test_the_generated_test_sees_an_over_counted_term_of_several_outputs(
 WAVE = {"name": "Wave", "inputs": {"x": "tensor"}, "outputs": {"y": "sin(50 * x)"}}
 
 
+@pytest.mark.slow
 def test_low_precision_allows_what_autograd_of_the_formula_loses(tmp_path: Path) -> None:
     # sin(50 x) in half precision is off by ~0.1 for autograd and the Function alike.
     files = symgrad.generate(symgrad.spec_from_dict(WAVE))
@@ -170,6 +174,7 @@ def test_low_precision_allows_what_autograd_of_the_formula_loses(tmp_path: Path)
     assert "3 passed" in output, output
 
 
+@pytest.mark.slow
 def test_low_precision_sees_a_gradient_less_accurate_than_autograd(tmp_path: Path) -> None:
     spec = {"name": "Sine", "inputs": {"x": "tensor"}, "outputs": {"y": "sin(x)"}}
     files = symgrad.generate(symgrad.spec_from_dict(spec))
@@ -182,6 +187,7 @@ def test_low_precision_sees_a_gradient_less_accurate_than_autograd(tmp_path: Pat
     assert "[torch.float32-cpu]" in output and "[torch.float16-cpu]" in output, output
 
 
+@pytest.mark.slow
 def test_logsumexp_without_dim_keeps_every_dim(tmp_path: Path) -> None:
     # README: no dim reduces over every dimension, for logsumexp as for sum and mean.
     spec = {
