@@ -11,10 +11,9 @@ from symgrad.api import (
     write_files,
 )
 from symgrad.errors import InternalError, Location, SpecError
-from symgrad.model import Spec
-from symgrad.show import describe
-
-__version__ = "0.1.0"
+from symgrad.frontend.model import Spec
+from symgrad.present.show import describe
+from symgrad.version import __version__
 
 __all__ = [
     "InternalError",

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import symgrad
-from symgrad.derive import derive
+from symgrad.ad.derive import derive
+from symgrad.backends.python.render import GeneratedFiles, render
 from symgrad.errors import InternalError, Location, SpecError
-from symgrad.loader import load_yaml
-from symgrad.model import Spec
-from symgrad.parse import node_from_data, parse_spec
-from symgrad.render import GeneratedFiles, render
+from symgrad.frontend.loader import load_yaml
+from symgrad.frontend.model import Spec
+from symgrad.frontend.parse import node_from_data, parse_spec
+from symgrad.version import __version__
 from symgrad.write import stale_files, write_files
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def generate(spec: Spec) -> dict[str, str]:
 def _render(spec: Spec) -> GeneratedFiles:
     """derive and render `spec`; an exception other than a SpecError is an InternalError."""
     try:
-        return render(derive(spec), symgrad.__version__)
+        return render(derive(spec), __version__)
     except SpecError:
         raise
     except Exception as error:

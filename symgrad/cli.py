@@ -17,13 +17,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import symgrad
 from symgrad.api import display_path, generate, load_spec
 from symgrad.errors import SpecError
-from symgrad.parse import snake_case
+from symgrad.frontend.parse import snake_case
+from symgrad.frontend.starter import starter_spec
+from symgrad.present.show import describe
 from symgrad.progress import Progress
-from symgrad.show import describe
-from symgrad.starter import starter_spec
+from symgrad.version import __version__
 from symgrad.write import pending_changes, unified_diff, write_files
 
 DEFAULT_OUTPUT_DIRECTORY = "generated"
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="symgrad",
         description="Generate torch.autograd.Functions, backward included, from formulas.",
     )
-    parser.add_argument("--version", action="version", version=f"symgrad {symgrad.__version__}")
+    parser.add_argument("--version", action="version", version=f"symgrad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_gen(commands)
     _add_show(commands)
@@ -306,7 +306,7 @@ def _show(paths: Sequence[Path], latex: bool, plot_path: str | None) -> int:
             spec = load_spec(path)
             texts.append(describe(spec, latex=latex, width=width))
             if plot_path is not None:
-                from symgrad.plot import plot  # torch and matplotlib: only when asked
+                from symgrad.present.plot import plot  # torch and matplotlib: only when asked
 
                 print(f"drew {plot(spec, plot_path)}", file=sys.stderr)
         except SpecError as error:

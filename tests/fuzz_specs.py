@@ -25,7 +25,7 @@ import torch.nn.functional as nnf
 
 import symgrad
 from symgrad.errors import Location
-from symgrad.expr import parse_expression
+from symgrad.frontend.expr import parse_expression
 
 Env = dict[str, Any]
 Shape = tuple[int, ...]

@@ -22,13 +22,13 @@ import sympy
 import torch
 
 import symgrad
-from symgrad import functions, piecewise, reductions
-from symgrad.activations import Activation
-from symgrad.derive import derive
-from symgrad.derived import Assignment, Derived, GuardedBlock
-from symgrad.model import Input, InputType, Output, Spec
-from symgrad.printer import TorchPrinter
-from symgrad.render import default_domain, default_shape
+from symgrad.ad.derive import derive
+from symgrad.ad.ir import Assignment, Derived, GuardedBlock
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.backends.python.render import default_domain, default_shape
+from symgrad.frontend.model import Input, InputType, Output, Spec
+from symgrad.language import functions, piecewise, reductions
+from symgrad.language.activations import Activation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -184,7 +184,7 @@ def sample_inputs(spec: Spec, seed: int) -> dict[str, Any]:
 
 
 def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
-    """The generated modules' helper (templates/function.py.jinja), for SumTo."""
+    """The generated modules' helper (templates/python/function.py.jinja), for SumTo."""
     return value.expand(frame).sum_to_size(shape)
 
 

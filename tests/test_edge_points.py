@@ -189,7 +189,7 @@ def test_a_zero_dim_float32_tensor_stays_float32(
     assert_matches_torch(expr, TENSOR, [0.7], reference, dtype=torch.float32)
 
 
-# --- Kinked functions: their rules live in symgrad/piecewise.py --------------------------
+# --- Kinked functions: their rules live in symgrad/language/piecewise.py --------------------------
 #
 # Expected to pass once the expansions of Relu, Maximum, Minimum and Clamp follow torch's
 # masks (see the report of issue 11, item 3); until then they fail as xfail.

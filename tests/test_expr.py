@@ -1,4 +1,4 @@
-"""Unit tests of symgrad.expr: expression strings and sympy objects into sympy trees."""
+"""Unit tests of symgrad.frontend.expr: expression strings and sympy objects into sympy trees."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symgrad import functions, piecewise
 from symgrad.errors import Location, SpecError
-from symgrad.expr import (
+from symgrad.frontend.expr import (
     MAX_EXPRESSION_CHARS,
     MAX_EXPRESSION_DEPTH,
     MAX_EXPRESSION_NODES,
     from_sympy,
     parse_expression,
 )
+from symgrad.language import functions, piecewise
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where the tests pretend the expression sits: `  y: <expression>` on line 3.
@@ -437,7 +437,7 @@ def test_unrepresentable_constants_refused(text: str, message: str) -> None:
 def test_huge_rational_power_does_not_hang() -> None:
     # FINDING: the magnitude bound skips bases between -1 and 1, so this runs for minutes.
     code = (
-        "from symgrad.expr import parse_expression\n"
+        "from symgrad.frontend.expr import parse_expression\n"
         "from symgrad.errors import Location, SpecError\n"
         "try:\n"
         "    parse_expression('(1/3)**(10**8)', {}, Location('s', 1, 1))\n"

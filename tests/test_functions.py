@@ -1,6 +1,6 @@
 """The function table and the printer: every function's spellings and derivative rule.
 
-Each entry of `symgrad.functions.FUNCTIONS` is checked numerically, so a new function
+Each entry of `symgrad.language.functions.FUNCTIONS` is checked numerically, so a new function
 is covered as soon as it is added to the table: its torch spelling against its math
 spelling (and against sympy's function of the same name where sympy has one), and its
 derivative rule against `torch.autograd` of its torch spelling. The printer is checked
@@ -21,11 +21,11 @@ import torch
 from sympy.codegen import cfunctions
 
 import symgrad
-from symgrad import functions
-from symgrad.derive import derive
-from symgrad.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction
-from symgrad.model import Spec
-from symgrad.printer import TorchPrinter, UnprintableError
+from symgrad.ad.derive import derive
+from symgrad.backends.python.printer import TorchPrinter, UnprintableError
+from symgrad.frontend.model import Spec
+from symgrad.language import functions
+from symgrad.language.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction
 
 # The tensor symbol `x` and the number symbol `lo` (a float input of a spec).
 X = sympy.Symbol("x", real=True)

@@ -17,7 +17,7 @@ import black
 import pytest
 
 import symgrad
-from symgrad.render import _BLACK_MODE
+from symgrad.backends.python.render import _BLACK_MODE
 
 # pycodestyle, pyflakes, bugbear and pyupgrade: stricter than ruff's default rule set.
 RUFF_RULES = "--select=E,F,W,B,UP"

@@ -1,4 +1,4 @@
-"""Unit tests of symgrad.loader: YAML into located nodes."""
+"""Unit tests of symgrad.frontend.loader: YAML into located nodes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from symgrad.errors import Location, SpecError
-from symgrad.loader import Node, load_yaml
+from symgrad.frontend.loader import Node, load_yaml
 
 
 def load_value(text: str) -> object:

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import symgrad
-from symgrad.expr import is_function_name
-from symgrad.parse import RESERVED_NAMES
+from symgrad.frontend.expr import is_function_name
+from symgrad.frontend.parse import RESERVED_NAMES
 
 SPECS: list[dict[str, Any]] = [
     {

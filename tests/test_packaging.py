@@ -23,8 +23,8 @@ def test_wheel_ships_templates_and_works_when_installed(repo_root: Path, tmp_pat
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         archive.extractall(tmp_path / "site")
-    assert "symgrad/templates/function.py.jinja" in names
-    assert "symgrad/templates/test_function.py.jinja" in names
+    assert "symgrad/templates/python/function.py.jinja" in names
+    assert "symgrad/templates/python/test_function.py.jinja" in names
     # Run the unpacked wheel (first on PYTHONPATH) from elsewhere: it must find its own
     # templates, not the checkout's.
     result = subprocess.run(
@@ -35,13 +35,13 @@ def test_wheel_ships_templates_and_works_when_installed(repo_root: Path, tmp_pat
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(tmp_path / "site" / "symgrad" / "templates")
+    assert result.stdout.strip() == str(tmp_path / "site" / "symgrad" / "templates" / "python")
 
 
 _SCRIPT = """
 import sys
-import symgrad, symgrad.render
+import symgrad, symgrad.backends.python.render
 files = symgrad.generate(symgrad.load_spec(sys.argv[1]))
 assert "class Mish(torch.autograd.Function)" in files["mish.py"]
-print(symgrad.render.templates_directory())
+print(symgrad.backends.python.render.templates_directory())
 """

@@ -13,7 +13,8 @@ import sympy
 import torch
 
 import symgrad
-from symgrad import piecewise
+from symgrad.ad import guards
+from symgrad.language import piecewise
 
 # Points on both sides of every kink below, and exactly on them.
 POINTS = torch.tensor([-3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0], dtype=torch.float64)
@@ -140,14 +141,14 @@ def test_chained_and_combined_conditions(tmp_path: Path) -> None:
 def test_guard_leaves_everywhere_finite_branches_alone() -> None:
     x = sympy.Symbol("x", real=True)
     polynomial = piecewise.where(x > 0, x**2 + 3 * x, sympy.Integer(0))
-    assert piecewise.guard_branches(polynomial, {x}) == polynomial
-    rooted = piecewise.guard_branches(piecewise.where(x > 0, sympy.sqrt(x), sympy.Integer(0)), {x})
+    assert guards.guard_branches(polynomial, {x}) == polynomial
+    rooted = guards.guard_branches(piecewise.where(x > 0, sympy.sqrt(x), sympy.Integer(0)), {x})
     assert rooted.args[1] == sympy.sqrt(piecewise.where(x > 0, x, 1))
 
 
 def test_guard_finds_points_relative_to_other_inputs() -> None:
     x, lo = sympy.symbols("x lo", real=True)
-    guarded = piecewise.guard_branches(
+    guarded = guards.guard_branches(
         piecewise.where(x > lo, sympy.log(x - lo), sympy.Integer(0)), {x}
     )
     assert guarded.args[1] == sympy.log(piecewise.where(x > lo, x, lo + 1) - lo)

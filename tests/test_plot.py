@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import symgrad
-from symgrad import plot
+from symgrad.present import plot
 from tests.conftest import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "examples"

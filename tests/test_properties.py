@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import symgrad
-from symgrad import functions
-from symgrad.model import Spec
+from symgrad.frontend.model import Spec
+from symgrad.language import functions
 
 C_DEFAULT = 0.3
 # Each case runs with c at its default and with c passed explicitly.

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from symgrad import activations, checks, functions, parse, piecewise, reductions
-from symgrad.reference import KEY_MEANINGS, spec_reference
+from symgrad.frontend import checks, parse
+from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.present.reference import KEY_MEANINGS, spec_reference
 from tests.conftest import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "spec-reference.md"
 
 
 def test_the_committed_page_is_current() -> None:
-    """Regenerate with: python -m symgrad.reference > docs/spec-reference.md"""
+    """Regenerate with: python -m symgrad.present.reference > docs/spec-reference.md"""
     assert PAGE.read_text() == spec_reference()
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import symgrad
-from symgrad.render import default_domain, default_shape
+from symgrad.backends.python.render import default_domain, default_shape
 
 VALID_SPECS = sorted(Path(__file__).parent.joinpath("specs", "valid").glob("*.yaml"))
 
 
-def _spec(inputs: dict[str, object]) -> symgrad.model.Spec:
+def _spec(inputs: dict[str, object]) -> symgrad.frontend.model.Spec:
     first = next(iter(inputs))
     return symgrad.spec_from_dict({"name": "S", "inputs": inputs, "outputs": {"y": f"2*{first}"}})
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import symgrad
-import symgrad.show
-from symgrad.derive import derive
-from symgrad.derived import Derived
-from symgrad.show import LONG_PARTIAL
+import symgrad.present.show
+from symgrad.ad.derive import derive
+from symgrad.ad.ir import Derived
+from symgrad.present.show import LONG_PARTIAL
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -122,7 +122,7 @@ def test_a_long_partial_points_to_the_backward(monkeypatch: pytest.MonkeyPatch) 
     def too_long(spec: symgrad.Spec) -> Derived:
         return dataclasses.replace(derive(spec), partials={("y", "x"): None})
 
-    monkeypatch.setattr(symgrad.show, "derive", too_long)
+    monkeypatch.setattr(symgrad.present.show, "derive", too_long)
     assert f"  ∂y/∂x = {LONG_PARTIAL}\n" in _describe("soft_clamp.yaml")
     assert f"&= \\text{{{LONG_PARTIAL}}}\n" in _describe("soft_clamp.yaml", latex=True)
 
@@ -131,7 +131,7 @@ def test_partials_that_are_absent_are_left_out(monkeypatch: pytest.MonkeyPatch) 
     def without(spec: symgrad.Spec) -> Derived:
         return dataclasses.replace(derive(spec), partials={})
 
-    monkeypatch.setattr(symgrad.show, "derive", without)
+    monkeypatch.setattr(symgrad.present.show, "derive", without)
     assert "Derivatives\n  none\n" in _describe("soft_clamp.yaml")
     assert "% Derivatives\n% none\n" in _describe("soft_clamp.yaml", latex=True)
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from symgrad import reductions
 from symgrad.api import generate
+from symgrad.backends.python.render import default_domain
 from symgrad.errors import Location, SpecError
-from symgrad.model import Input, InputType, Spec
-from symgrad.render import default_domain
+from symgrad.frontend.model import Input, InputType, Spec
+from symgrad.language import reductions
 
 # Points along each swept input.
 _POINTS = 401

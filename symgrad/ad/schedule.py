@@ -1,6 +1,6 @@
 """Schedule the backward: share work, place each statement, decide what to save.
 
-Input: for each output, the gradient expressions of its inputs (from `symgrad.derive`),
+Input: for each output, the gradient expressions of its inputs (from `symgrad.ad.derive`),
 which read forward values by name. The plan recomputes the forward values they read,
 runs one common-subexpression pass over those values and all gradients together, and
 places every resulting statement where it costs least:
@@ -25,51 +25,20 @@ from dataclasses import dataclass
 
 import sympy
 
-from symgrad.derived import (
+from symgrad.ad.forward_mode import Tangents
+from symgrad.ad.ir import (
     Assignment,
+    BackwardPlan,
     GuardedBlock,
     InputGradient,
+    JvpPlan,
     Namer,
     OutputBackward,
+    OutputGradients,
     closure,
     cse,
 )
-from symgrad.forward_mode import Tangents
-from symgrad.model import Input, Output, Spec
-
-
-@dataclass(frozen=True)
-class OutputGradients:
-    """One output's incoming-gradient symbol and the gradient it sends to each input."""
-
-    output: Output
-    grad: sympy.Symbol
-    gradients: Mapping[Input, sympy.Expr]
-    # Named adjoints and partial products the gradients read, in computation order.
-    statements: tuple[Assignment, ...] = ()
-
-
-@dataclass(frozen=True)
-class BackwardPlan:
-    """The scheduled backward and what it reads from the forward."""
-
-    prelude: tuple[GuardedBlock, ...]
-    outputs: tuple[OutputBackward, ...]
-    saved_tensors: tuple[sympy.Symbol, ...]
-    saved_numbers: tuple[Input, ...]
-    saved_shapes: tuple[Input, ...]
-
-
-@dataclass(frozen=True)
-class ForwardPlan:
-    """The scheduled jvp: its statements, each output's tangent, and what it reads."""
-
-    # The tangent parameter of each input, in input order (None: never differentiated).
-    tangents: tuple[sympy.Symbol | None, ...]
-    statements: tuple[Assignment, ...]
-    outputs: tuple[sympy.Expr | None, ...]
-    saved_tensors: tuple[sympy.Symbol, ...]
-    saved_numbers: tuple[Input, ...]
+from symgrad.frontend.model import Input, Output, Spec
 
 
 def plan_jvp(
@@ -78,7 +47,7 @@ def plan_jvp(
     outputs: Sequence[Output],
     tangents: Tangents,
     namer: Namer,
-) -> ForwardPlan:
+) -> JvpPlan:
     """Schedule the jvp: recompute the forward values it reads, then one CSE pass."""
     given = list(tangents.statements)
     results = [t for t in tangents.outputs if t is not None]
@@ -91,14 +60,14 @@ def plan_jvp(
     )
     reduced_results = iter(reduced[len(everything) :])
     final = tuple(None if t is None else next(reduced_results) for t in tangents.outputs)
-    # A tangent that an override replaces is not needed (symgrad.forward_mode).
+    # A tangent that an override replaces is not needed (symgrad.ad.forward_mode).
     needed = closure(_free_symbols(t for t in final if t is not None), statements)
     statements = [s for s in statements if s.target in needed]
     reads = _free_symbols(s.expr for s in statements) | _free_symbols(
         t for t in final if t is not None
     )
     candidates = [*(i.symbol for i in spec.tensor_inputs), *(o.symbol for o in outputs)]
-    return ForwardPlan(
+    return JvpPlan(
         tangents=tangents.inputs,
         statements=tuple(statements),
         outputs=final,

@@ -10,7 +10,7 @@ to the forward however large the formula is; no unbounded `sympy.simplify` is ru
 
 After the sweep, every subexpression equal to a value of the forward is replaced by
 that value's name, so the backward reads saved outputs and recomputes named values
-instead of rebuilding them (see Note [What the backward saves] in symgrad.plan).
+instead of rebuilding them (see Note [What the backward saves] in symgrad.ad.schedule).
 """
 
 from __future__ import annotations
@@ -21,11 +21,22 @@ from typing import Any
 
 import sympy
 
-from symgrad import forward_mode, piecewise, reductions, stable
-from symgrad.derived import Assignment, Derived, Namer, closure, cse, integral_floats
-from symgrad.model import Input, Output, Spec
-from symgrad.plan import BackwardPlan, ForwardPlan, OutputGradients, plan_backward, plan_jvp
-from symgrad.reverse import ReverseSweep, Term, fit
+from symgrad.ad import forward_mode, guards, stable
+from symgrad.ad.ir import (
+    Assignment,
+    BackwardPlan,
+    Derived,
+    JvpPlan,
+    Namer,
+    OutputGradients,
+    closure,
+    cse,
+    integral_floats,
+)
+from symgrad.ad.reverse import ReverseSweep, Term, fit
+from symgrad.ad.schedule import plan_backward, plan_jvp
+from symgrad.frontend.model import Input, Output, Spec
+from symgrad.language import reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -39,8 +50,8 @@ def derive(spec: Spec) -> Derived:
     tensors = _tensor_values(spec, intermediates)
 
     def guard(expr: sympy.Expr) -> sympy.Expr:
-        """See Note [Untaken branches] in symgrad.piecewise."""
-        return piecewise.guard_branches(expr, tensors)
+        """See Note [Untaken branches] in symgrad.language.piecewise."""
+        return guards.guard_branches(expr, tensors)
 
     guarded = [Assignment(a.target, guard(a.expr)) for a in intermediates]
     by_target = {a.target: a for a in forward}
@@ -125,7 +136,7 @@ def _fit_to_inputs(
     input's shape once. That is exact when every part has the same frame and fills it
     by itself (a part is absent when its output got no gradient); otherwise each part
     is summed to the input's shape first (Note [Frames of gradient terms] in
-    symgrad.reverse).
+    symgrad.ad.reverse).
     """
     fitted: dict[tuple[sympy.Basic, Input], sympy.Expr] = {}
     inputs = {i for part in parts for i in part.gradients}
@@ -478,7 +489,7 @@ def _simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
 
 
 def _tensor_symbols(
-    spec: Spec, forward: Sequence[Assignment], plan: BackwardPlan, jvp: ForwardPlan
+    spec: Spec, forward: Sequence[Assignment], plan: BackwardPlan, jvp: JvpPlan
 ) -> set[sympy.Basic]:
     """Symbols holding tensors: tensor inputs, gradients, tangents and values computed from them."""
     tensors: set[sympy.Basic] = {i.symbol for i in spec.tensor_inputs}

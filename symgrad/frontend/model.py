@@ -1,11 +1,11 @@
 """The validated spec: frozen dataclasses that every later stage reads.
 
 Design principles:
-- A `Spec` is built only by `symgrad.parse` and is valid by construction: names are
+- A `Spec` is built only by `symgrad.frontend.parse` and is valid by construction: names are
   unique identifiers, every expression refers to declared names, `where` intermediates
   are ordered so each uses only earlier ones.
 - Expressions are sympy trees over the spec's `sympy.Symbol`s and symgrad's own
-  elementwise functions (`symgrad.functions`), never strings.
+  elementwise functions (`symgrad.language.functions`), never strings.
 - Each part keeps the location it came from, so later stages can still point at it.
 """
 

@@ -9,14 +9,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import sympy
 
-from symgrad.model import Input, Output, Spec
-
-if TYPE_CHECKING:
-    from symgrad.plan import ForwardPlan
+from symgrad.frontend.model import Input, Output, Spec
 
 
 @dataclass(frozen=True)
@@ -85,14 +81,14 @@ class Derived:
     # The temporaries symgrad made (`_t0`, ...), which emitters may rename.
     temporaries: frozenset[sympy.Symbol] = frozenset()
     # Reduced-shape forward values returned as extra outputs for the backward to save
-    # (Note [Residuals] in symgrad.derive); the public function does not return them.
+    # (Note [Residuals] in symgrad.ad.derive); the public function does not return them.
     residuals: tuple[Output, ...] = ()
     # Facts about shapes the backward reads (`_tN = Count(argument, *dims)`, the number a
     # mean divides by; `_tN = ShapeOf(reduction)`), computed from the input shapes in
-    # setup_context (symgrad.reductions.ShapeFact).
+    # setup_context (symgrad.language.reductions.ShapeFact).
     shape_facts: tuple[Assignment, ...] = ()
     # The forward-mode derivative (the Function's jvp), scheduled like the backward.
-    jvp: ForwardPlan | None = None
+    jvp: JvpPlan | None = None
 
     @property
     def outputs(self) -> tuple[Output, ...]:
@@ -162,3 +158,37 @@ def integral_floats(expr: sympy.Expr) -> sympy.Expr:
         return expr
     result: sympy.Expr = expr.xreplace({f: sympy.Integer(int(f)) for f in floats})
     return result
+
+
+@dataclass(frozen=True)
+class OutputGradients:
+    """One output's incoming-gradient symbol and the gradient it sends to each input."""
+
+    output: Output
+    grad: sympy.Symbol
+    gradients: Mapping[Input, sympy.Expr]
+    # Named adjoints and partial products the gradients read, in computation order.
+    statements: tuple[Assignment, ...] = ()
+
+
+@dataclass(frozen=True)
+class BackwardPlan:
+    """The scheduled backward and what it reads from the forward."""
+
+    prelude: tuple[GuardedBlock, ...]
+    outputs: tuple[OutputBackward, ...]
+    saved_tensors: tuple[sympy.Symbol, ...]
+    saved_numbers: tuple[Input, ...]
+    saved_shapes: tuple[Input, ...]
+
+
+@dataclass(frozen=True)
+class JvpPlan:
+    """The scheduled jvp: its statements, each output's tangent, and what it reads."""
+
+    # The tangent parameter of each input, in input order (None: never differentiated).
+    tangents: tuple[sympy.Symbol | None, ...]
+    statements: tuple[Assignment, ...]
+    outputs: tuple[sympy.Expr | None, ...]
+    saved_tensors: tuple[sympy.Symbol, ...]
+    saved_numbers: tuple[Input, ...]

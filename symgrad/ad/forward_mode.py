@@ -2,7 +2,7 @@
 
 One forward sweep over the forward's assignments: the tangent of each value is the sum
 over its arguments of the local partial derivative times the argument's tangent, with
-the same local rules as the reverse sweep (symgrad.derive) and one more per reduction
+the same local rules as the reverse sweep (symgrad.ad.derive) and one more per reduction
 (a reduction is linear, so the tangent of sum(e) is sum(tangent(e))). Each value's
 tangent gets its own statement, so the jvp is straight-line code as long as the forward.
 """
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from symgrad import functions, piecewise, reductions, rules
-from symgrad.derived import Assignment, Namer
-from symgrad.expr import is_condition
-from symgrad.model import Output, Spec
+from symgrad.ad.ir import Assignment, Namer
+from symgrad.frontend.model import Output, Spec
+from symgrad.language import functions, piecewise, reductions, rules
+from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
 

@@ -24,12 +24,13 @@ from black.mode import TargetVersion
 from sympy.core.relational import Relational
 from sympy.printing.str import StrPrinter
 
-from symgrad import functions, piecewise, reductions
-from symgrad.derived import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.ad import guards
+from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.python.printer import TorchPrinter, UnprintableError
 from symgrad.errors import SpecError
-from symgrad.expr import is_condition
-from symgrad.model import Input, InputType, Spec
-from symgrad.printer import TorchPrinter, UnprintableError
+from symgrad.frontend.model import Input, InputType, Spec
+from symgrad.language import functions, piecewise, reductions
+from symgrad.language.piecewise import is_condition
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
 _BLACK_MODE = black.Mode(line_length=88, target_versions={TargetVersion.PY39})
@@ -132,11 +133,11 @@ def _template(name: str) -> jinja2.Template:
 
 
 def templates_directory() -> Path:
-    """The templates: inside the installed package, or at the top of a source checkout."""
-    packaged = importlib.resources.files("symgrad") / "templates"
+    """This backend's templates: in the installed package, or templates/ of a checkout."""
+    packaged = importlib.resources.files("symgrad") / "templates" / "python"
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[3] / "templates" / "python"
 
 
 def _module_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
@@ -364,7 +365,7 @@ class _ReadablePrinter(StrPrinter):
     _print_Softmax = _print_LogSoftmax = _print_Normalization
 
     def _print_SumTo(self, expr: Any) -> str:
-        """A sum to the shape of a value (symgrad.reductions.SumTo), as torch writes it."""
+        """A sum to the shape of a value (symgrad.language.reductions.SumTo), as torch writes it."""
         value, target = expr.args[:2]
         reduction = reductions.summed_reduction(expr, self.shapes)
         if reduction is not None:
@@ -604,7 +605,7 @@ def _output_tangent(
 def _shape_fact_lines(
     derived: Derived, printer: TorchPrinter, helpers: Mapping[str, str]
 ) -> list[str]:
-    """`name = ...` computing each `ShapeFact` from the input shapes (symgrad.reductions)."""
+    """`name = ...` computing each `ShapeFact` (symgrad.language.reductions) from the inputs."""
     definitions = {a.target: a.expr for a in derived.forward}
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
     lines = []
@@ -618,7 +619,7 @@ def _shape_fact_lines(
 
 
 def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> str:
-    """Python for a shape tree of `symgrad.reductions.shape_of`."""
+    """Python for a shape tree of `symgrad.language.reductions.shape_of`."""
     if shape is None:
         return "torch.Size([])"
     if shape[0] == "input":
@@ -727,11 +728,11 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
         detached = {o.input.symbol: sympy.Symbol(f"{o.input.name}.detach()") for o in overrides}
         surrogate_printer = TorchPrinter(printer.tensor_symbols | frozenset(detached.values()))
         tensors = surrogate_printer.tensor_symbols
-        formula = piecewise.guard_branches(inline(output.expr).xreplace(detached), tensors)
+        formula = guards.guard_branches(inline(output.expr).xreplace(detached), tensors)
         terms = [surrogate_printer.doprint(formula)]
         for override in overrides:
             derivative = surrogate_printer.doprint(
-                piecewise.guard_branches(inline(override.expr), tensors)
+                guards.guard_branches(inline(override.expr), tensors)
             )
             if surrogate_printer.is_tensor(inline(override.expr)):
                 derivative = f"({derivative}).detach()"
@@ -774,11 +775,11 @@ def _test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict
             samples.append({"name": item.name, "tensor": False, "value": str(value)})
     test_values = {str(s["name"]): str(s["value"]) for s in samples if not s["tensor"]}
     # The formula as written, with torch's own relu, maximum and clamp, and untaken
-    # branches guarded so that autograd of torch.where gives no NaN (symgrad.piecewise).
+    # branches guarded so that autograd of torch.where gives no NaN (symgrad.language.piecewise).
     tensors = derived.tensor_symbols
 
     def plain(expr: sympy.Expr) -> str:
-        return str(printer.doprint(piecewise.guard_branches(expr, tensors)))
+        return str(printer.doprint(guards.guard_branches(expr, tensors)))
 
     reference = [f"{i.name} = {plain(i.expr)}" for i in spec.intermediates]
     overridden_outputs = {o.output.name for o in spec.overrides}

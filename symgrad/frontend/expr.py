@@ -15,10 +15,10 @@ from collections.abc import Mapping
 
 import sympy
 from sympy.core.relational import Relational
-from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
+from sympy.logic.boolalg import Boolean
 
-from symgrad import activations, functions, piecewise, reductions
 from symgrad.errors import Location, SpecError
+from symgrad.language import activations, functions, piecewise, reductions
 
 # Bounds that keep parsing and later symbolic work finite for any input.
 MAX_EXPRESSION_CHARS = 20_000
@@ -33,7 +33,7 @@ _MAX_DIM = 64
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
 
 # The language's comparisons, which sympy never decides on symbols: `x != x` is the NaN
-# test (Note [Conditions are never folded] in symgrad.piecewise).
+# test (Note [Conditions are never folded] in symgrad.language.piecewise).
 _COMPARISONS: dict[type[ast.cmpop], type[Relational]] = {
     ast.Lt: piecewise.Lt,
     ast.LtE: piecewise.Le,
@@ -130,14 +130,14 @@ class _Builder:
     def value(self, node: ast.AST, depth: int) -> sympy.Expr:
         """Build `node`, which must be a number-valued expression."""
         result = self.build(node, depth)
-        if is_condition(result):
+        if piecewise.is_condition(result):
             raise self.error(node, "a condition is not a value here; use where(cond, a, b)")
         return result
 
     def condition(self, node: ast.AST, depth: int) -> Boolean:
         """Build `node`, which must be a condition such as x > 0."""
         result = self.build(node, depth)
-        if not is_condition(result):
+        if not piecewise.is_condition(result):
             raise self.error(node, "expected a condition such as x > 0")
         return result
 
@@ -427,11 +427,6 @@ _OPERATOR_SPELLINGS: dict[type[ast.AST], str] = {
 def _arity_message(name: str, arity: int, given: int) -> str:
     plural = "s" if arity != 1 else ""
     return f"{name}() takes {arity} argument{plural}, got {given}"
-
-
-def is_condition(expr: sympy.Basic) -> bool:
-    """True for comparisons and their combinations (sympy's Symbol is a Boolean too)."""
-    return isinstance(expr, (Relational, BooleanFunction, BooleanAtom))
 
 
 def function_names() -> list[str]:

@@ -2,15 +2,16 @@
 
 Every key the parser accepts and every function the language knows is listed from the
 tables the parser and the language read, so the page cannot drift from the code: a test
-regenerates it and compares. Regenerate it with `python -m symgrad.reference`.
+regenerates it and compares. Regenerate it with `python -m symgrad.present.reference`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from symgrad import activations, checks, functions, parse, piecewise, reductions
-from symgrad.model import LOW_PRECISION_DTYPES, InputType
+from symgrad.frontend import checks, parse
+from symgrad.frontend.model import LOW_PRECISION_DTYPES, InputType
+from symgrad.language import activations, functions, piecewise, reductions
 
 # What each key means, by section. A key without an entry fails the reference's test.
 KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
@@ -72,9 +73,9 @@ def spec_reference() -> str:
     lines = [
         "# Spec reference",
         "",
-        "Generated from symgrad's own tables by `python -m symgrad.reference`: do not edit.",
-        "The README's [spec section](../README.md#the-spec-version-1) explains them with"
-        " examples.",
+        "Generated from symgrad's own tables by `python -m symgrad.present.reference`: do not"
+        " edit. The README's [spec section](../README.md#the-spec-version-1) explains them"
+        " with examples.",
     ]
     for title, section, keys in _SECTIONS:
         lines += ["", f"## {title}", "", "| key | meaning |", "| --- | --- |"]

@@ -15,7 +15,7 @@ one would be counted once per broadcast row. Each is then summed to the shape of
 node they meet (`SumTo`), exactly once, and the node's shape becomes their frame. The
 same happens before a reduction (its adjoint must have the reduced shape) and before
 a softmax (whose rule sums along its dim). Shapes are compared as functions of the
-input shapes (`symgrad.reductions.Shapes`), so the test is decided at generation time;
+input shapes (`symgrad.language.reductions.Shapes`), so the test is decided at generation time;
 where two shapes differ there but agree at run time, the emitted sum is a no-op.
 """
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from symgrad import piecewise, reductions, rules
-from symgrad.derived import Assignment, Namer
+from symgrad.ad.ir import Assignment, Namer
+from symgrad.language import piecewise, reductions, rules
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and

@@ -15,11 +15,11 @@ from sympy.printing.latex import LatexPrinter, accepted_latex_functions
 from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 
-from symgrad.derive import derive
-from symgrad.derived import Derived
-from symgrad.model import Input, Output, Spec
-from symgrad.piecewise import Where
-from symgrad.reductions import Count, Shapes, SumTo, Unsqueeze, reduce, summed_reduction
+from symgrad.ad.derive import derive
+from symgrad.ad.ir import Derived
+from symgrad.frontend.model import Input, Output, Spec
+from symgrad.language.piecewise import Where
+from symgrad.language.reductions import Count, Shapes, SumTo, Unsqueeze, reduce, summed_reduction
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"

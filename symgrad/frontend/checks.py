@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from symgrad import expr as expressions
-from symgrad import fields as read
 from symgrad.errors import SpecError
-from symgrad.loader import Node
-from symgrad.model import LOW_PRECISION_DTYPES, TEST_DTYPES, Checks, Input, Tolerance
+from symgrad.frontend import expr as expressions
+from symgrad.frontend import fields as read
+from symgrad.frontend.loader import Node
+from symgrad.frontend.model import LOW_PRECISION_DTYPES, TEST_DTYPES, Checks, Input, Tolerance
 
 KEYS = ("dtypes", "skip", "tolerances", "shapes", "domains", "points")
 _MAX_POINTS = 20

@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
-from symgrad import activations, functions, piecewise, reductions
+from symgrad.language import activations, functions, piecewise, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -233,7 +233,7 @@ class TorchPrinter(StrPrinter):
             for arg, text in zip(args, texts, strict=True)
         ]
 
-    # --- Conditions and conditional values (symgrad.piecewise) ---------------------
+    # --- Conditions and conditional values (symgrad.language.piecewise) ---------------------
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
         lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
@@ -259,7 +259,7 @@ class TorchPrinter(StrPrinter):
         if not self.is_tensor(cond):
             # Decided without tensors: still a torch.where, so that the result has the
             # branches' broadcast shape, promoted dtype and device (the untaken branch is
-            # guarded like any other, Note [Untaken branches] in symgrad.piecewise).
+            # guarded like any other, Note [Untaken branches] in symgrad.language.piecewise).
             like = self._print(self._numeric_tensor(a if self.is_tensor(a) else b))
             cond_text = f"torch.tensor({cond_text}, device={like}.device)"
         elif not (self.is_tensor(a) or self.is_tensor(b)):
@@ -349,7 +349,7 @@ class TorchPrinter(StrPrinter):
             return f"torch.clamp({texts[0]}, {texts[1]}, {texts[2]})"
         return f"torch.clamp(torch.clamp({texts[0]}, min={texts[1]}), max={texts[2]})"
 
-    # --- Reductions (symgrad.reductions) ----------------------------------------------
+    # --- Reductions (symgrad.language.reductions) ----------------------------------------------
 
     def _print_Reduction(self, expr: reductions.Reduction) -> str:
         if not self.is_tensor(expr.argument):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad import functions
+from symgrad.language import functions
 
 
 class Reduction(sympy.Function):
@@ -152,7 +152,7 @@ class ShapeFact(sympy.Function):
     """A number or shape that depends only on the input shapes, not on their values.
 
     The emitter computes each one from the input shapes once, in setup_context, and the
-    backward reads it by name (symgrad.derive names them before planning).
+    backward reads it by name (symgrad.ad.derive names them before planning).
     """
 
     @classmethod
@@ -191,7 +191,7 @@ class SumTo(sympy.Function):
     expression whose adjoint it is), though it may be smaller itself (a 0-d gradient of
     a sum). Terms of different frames cannot be added before this sum: the smaller one
     would be counted once per broadcast row (Note [Frames of gradient terms] in
-    symgrad.derive). With target and frame equal, it only expands `value`.
+    symgrad.ad.derive). With target and frame equal, it only expands `value`.
     """
 
     @classmethod

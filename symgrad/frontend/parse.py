@@ -14,12 +14,12 @@ from typing import Any
 import sympy
 from sympy.core.facts import InconsistentAssumptions
 
-from symgrad import expr as expressions
-from symgrad import fields as read
-from symgrad.checks import parse_checks
 from symgrad.errors import Location, SpecError
-from symgrad.loader import Node
-from symgrad.model import (
+from symgrad.frontend import expr as expressions
+from symgrad.frontend import fields as read
+from symgrad.frontend.checks import parse_checks
+from symgrad.frontend.loader import Node
+from symgrad.frontend.model import (
     GradientOverride,
     Input,
     InputType,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import sympy
 
-from symgrad import functions, reductions
+from symgrad.language import functions, reductions
 
 
 def stabilize(expr: sympy.Expr) -> sympy.Expr:

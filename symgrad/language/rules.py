@@ -1,7 +1,7 @@
 """Local derivative rules: d node / d argument for the elementwise nodes of a formula.
 
-Both sweeps use them: reverse mode (symgrad.derive) multiplies them into adjoints,
-forward mode (symgrad.forward_mode) into tangents.
+Both sweeps use them: reverse mode (symgrad.ad.derive) multiplies them into adjoints,
+forward mode (symgrad.ad.forward_mode) into tangents.
 
 Note [Powers at zero]: the rules for `base ** exponent` follow torch's pow backward, so
 gradients at base 0 are torch's, not the 0 * inf = NaN of the textbook rules:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sympy
 
-from symgrad import functions, piecewise
+from symgrad.language import functions, piecewise
 
 
 def local_partial(node: sympy.Basic, index: int) -> sympy.Expr:

@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from symgrad import expr as expressions
 from symgrad.errors import Location, SpecError
-from symgrad.loader import Node
+from symgrad.frontend import expr as expressions
+from symgrad.frontend.loader import Node
 
 # A reader of one typed value: (node, path for errors) -> value.
 Reader = Callable[[Node, str], Any]

@@ -23,6 +23,8 @@ from typing import Any
 
 import sympy
 
+from symgrad.language import piecewise
+
 
 class ElementwiseFunction(sympy.Function):
     """A symgrad function applied elementwise; it is never evaluated symbolically."""
@@ -118,8 +120,6 @@ def _log_weight(x: sympy.Expr, y: sympy.Expr, pole: int) -> sympy.Expr:
 
     A nan x (nan != 0) keeps the weight 1, so d/dx is log(y) there, as torch has it.
     """
-    from symgrad import piecewise
-
     vanishes = sympy.And(sympy.Eq(x, 0), y <= pole)
     return piecewise.where(vanishes, sympy.Integer(0), sympy.Integer(1))
 
@@ -140,10 +140,8 @@ def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
     """(cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0, as torch.special.sinc has it.
 
     The division is evaluated at 1 where x == 0, so no NaN reaches double backward
-    (Note [Untaken branches] in symgrad.piecewise).
+    (Note [Untaken branches] in symgrad.language.piecewise).
     """
-    from symgrad import piecewise
-
     x = _arg(node)
     nonzero = piecewise.Ne(x, 0)
     safe = piecewise.where(nonzero, x, sympy.Integer(1))
@@ -158,8 +156,6 @@ def _atan2(node: sympy.Expr, index: int) -> sympy.Expr:
     0 / 0: the denominator is 1 there, so the numerator (0, or a tiny number) is the
     gradient, and double backward stays finite too.
     """
-    from symgrad import piecewise
-
     y, x = node.args
     squares = x**2 + y**2
     safe = piecewise.where(sympy.Ne(squares, 0), squares, sympy.Integer(1))

@@ -24,8 +24,8 @@ from typing import ClassVar
 
 import sympy
 
-from symgrad import functions, piecewise
-from symgrad.piecewise import Ge, Gt, Le, Lt, where
+from symgrad.language import functions, piecewise
+from symgrad.language.piecewise import Ge, Gt, Le, Lt, where
 
 _HALF = sympy.Rational(1, 2)
 _ZERO = sympy.Integer(0)

@@ -1,0 +1,1 @@
+"""The expression language: its functions, conditionals, reductions and activations, one table."""

@@ -1,0 +1,1 @@
+"""Presentation: `symgrad show`, its LaTeX, plots, and the generated spec reference."""
