@@ -25,7 +25,7 @@ import symgrad
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.backends.python.render import default_domain, default_shape
+from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
 from symgrad.language import functions, piecewise, reductions
 from symgrad.language.activations import Activation

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import symgrad
-from symgrad.backends.python.render import default_domain, default_shape
+from symgrad.frontend.domains import default_domain, default_shape
 
 VALID_SPECS = sorted(Path(__file__).parent.joinpath("specs", "valid").glob("*.yaml"))
 

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from symgrad.api import generate
-from symgrad.backends.python.render import default_domain
 from symgrad.errors import Location, SpecError
+from symgrad.frontend.domains import default_domain
 from symgrad.frontend.model import Input, InputType, Spec
 from symgrad.language import reductions
 

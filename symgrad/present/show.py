@@ -284,12 +284,12 @@ class _PrettyPrinter(PrettyPrinter):
         shown = self.name(name)
         return None if shown == name else shown
 
-    def _print_Symbol(self, expr: sympy.Symbol, bold: bool = False) -> prettyForm:  # noqa: N802
+    def _print_Symbol(self, expr: sympy.Symbol, bold: bool = False) -> prettyForm:
         if _has_verbatim_name(expr):
             return prettyForm(expr.name)
         return super()._print_Symbol(expr, bold)
 
-    def _print_Function(  # noqa: N802
+    def _print_Function(
         self, expr: Any, sort: bool = False, func_name: Any = None, **kw: Any
     ) -> Any:
         keywords = _keywords(expr)
@@ -297,7 +297,7 @@ class _PrettyPrinter(PrettyPrinter):
             return self._helper_print_function(expr.func, keywords, func_name=_spec_name(expr))
         return super()._print_Function(expr, sort, func_name or _spec_name(expr), **kw)
 
-    def _print_Where(self, expr: Any) -> prettyForm:  # noqa: N802
+    def _print_Where(self, expr: Any) -> prettyForm:
         return self._print(_as_piecewise(expr))
 
 
@@ -314,7 +314,7 @@ class _LatexPrinter(LatexPrinter):
         shown = self.name(name)
         return None if shown in (name, _word(name)) else f"${shown}$"
 
-    def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:  # noqa: N802
+    def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
         text: str = super()._print_Symbol(expr, style)
         if "=" in expr.name:  # a keyword argument, dim=-1
             name, value = expr.name.split("=")
@@ -323,7 +323,7 @@ class _LatexPrinter(LatexPrinter):
             return _word(expr.name)  # a word, not a product of letters
         return text
 
-    def _print_Function(self, expr: Any, exp: Any = None) -> str:  # noqa: N802
+    def _print_Function(self, expr: Any, exp: Any = None) -> str:
         name = _spec_name(expr)
         if name is None:
             text: str = super()._print_Function(expr, exp)
@@ -331,12 +331,12 @@ class _LatexPrinter(LatexPrinter):
         args = ", ".join(self._print(arg) for arg in _keywords(expr) or expr.args)
         return _power(f"{_operator(name)}{{\\left({args} \\right)}}", exp)
 
-    def _hprint_Function(self, func: str) -> str:  # noqa: N802
+    def _hprint_Function(self, func: str) -> str:
         if func in accepted_latex_functions:
             return f"\\{func}"
         return _operator(func)
 
-    def _print_Where(self, expr: Any, exp: Any = None) -> str:  # noqa: N802
+    def _print_Where(self, expr: Any, exp: Any = None) -> str:
         return _power(self._print(_as_piecewise(expr)), exp)
 
 

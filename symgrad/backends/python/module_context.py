@@ -1,0 +1,295 @@
+"""The context of the generated module: every statement printed, every name chosen."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sympy
+
+from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.python.names import BackwardNames
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
+from symgrad.frontend.model import Input, InputType
+from symgrad.language import reductions
+
+ANNOTATIONS = {
+    InputType.TENSOR: "torch.Tensor",
+    InputType.FLOAT: "float",
+    InputType.INT: "int",
+    InputType.BOOL: "bool",
+}
+
+
+def module_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+    spec = derived.spec
+    namer = Namer(derived.names)
+    names = BackwardNames(derived, namer)
+    printer.helpers = helpers = names.helpers
+    shape_facts = _shape_fact_lines(derived, printer, helpers)
+    context: dict[str, Any] = {
+        "version": version,
+        "header": header(escape_comment(spec.source), version),
+        "summary": docstring(summary(spec), indent=0, closing=False),
+        "formulas": formulas(derived),
+        "class_name": spec.name,
+        "function_name": spec.module,
+        "doc": docstring(spec.doc or summary(spec), indent=4),
+        "parameters": [_parameter(i) for i in spec.inputs],
+        "input_names": [i.name for i in spec.inputs],
+        "return_annotation": _return_annotation(len(spec.outputs)),
+        "forward_annotation": _return_annotation(len(derived.outputs)),
+        "forward": [_forward_statement(a, derived, printer) for a in derived.forward],
+        "outputs": [o.name for o in derived.outputs],
+        "public_outputs": [o.name for o in spec.outputs],
+        "residuals": [o.name for o in derived.residuals],
+        "shape_facts": shape_facts,
+        "shape_fact_names": [printer.doprint(a.target) for a in derived.shape_facts],
+        "shape_facts_attribute": names.shape_facts_attribute,
+        "helpers": names.helpers,
+        "uses_reduced_shape": any(f"{helpers['reduced_shape']}(" in s for s in shape_facts),
+        "uses_count": any(f"{helpers['count']}(" in s for s in shape_facts),
+        "non_differentiable": [o.name for o in spec.outputs if not o.differentiable],
+        "saved_tensors": [s.name for s in derived.saved_tensors],
+        "saved_numbers": [i.name for i in derived.saved_numbers],
+        "saved_shapes": [i.name for i in derived.saved_shapes],
+        "shape_names": names.shape_names,
+        "shapes_attribute": names.shapes_attribute,
+        "numbers_attribute": names.numbers_attribute,
+        "several_outputs": len(derived.outputs) > 1,
+        "needs": names.needs_unpacking,
+        "input_grads": list(names.grad.values()),
+        "prelude": [_block(b, printer, names) for b in derived.prelude],
+        "backward": [
+            _output_backward(p, printer, names, len(derived.outputs) > 1) for p in derived.backward
+        ],
+        "returns": names.returns,
+        **_jvp_context(derived, printer, names, namer),
+        "fused": _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None,
+        "custom_op": custom_op_context(derived, namer) if spec.custom_op else None,
+        "reduce_helper": names.reduce_helper,
+        "inputs_parameter": names.inputs_parameter,
+        "output_parameter": names.output_parameter,
+        "accumulate_helper": names.accumulate_helper,
+    }
+    if len(derived.outputs) == 1:
+        # One output: its shared work can join the recomputation under the same guards.
+        context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
+        context["backward"][0]["blocks"] = []
+    # The template's own locals, named so that no spec name can shadow them.
+    context["local_function"] = namer.fresh("function")
+    context["local_body"] = namer.fresh("body")
+    context["grad_output_names"] = [part.grad.name for part in derived.backward]
+    context["uses_math"] = printer.uses_math
+    return context
+
+
+def _merge_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join neighbouring blocks that have the same guard."""
+    merged: list[dict[str, Any]] = []
+    for block in blocks:
+        if merged and merged[-1]["guard"] == block["guard"]:
+            merged[-1] = {"guard": block["guard"], "lines": merged[-1]["lines"] + block["lines"]}
+        else:
+            merged.append(block)
+    return merged
+
+
+def _parameter(item: Input) -> str:
+    text = f"{item.name}: {ANNOTATIONS[item.type]}"
+    if item.default is not None:
+        text += f" = {item.default!r}"
+    return text
+
+
+def _return_annotation(count: int) -> str:
+    if count == 1:
+        return "torch.Tensor"
+    return "tuple[" + ", ".join("torch.Tensor" for _ in range(count)) + "]"
+
+
+def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
+    return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)}"
+
+
+def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchPrinter) -> str:
+    """A forward statement; an output that is a tensor input is returned as a view of it.
+
+    torch refuses to save an input that a Function returns as-is; a view is cheap. A
+    non-differentiable output that renames a value is returned detached (no copy): the
+    value may be another output or a residual too, and marking the one tensor
+    non-differentiable would cut that one's gradient.
+    """
+    name = printer.doprint(assignment.expr)
+    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
+        return f"{printer.doprint(assignment.target)} = {name}.view_as({name})"
+    constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
+    if assignment.target in constant and assignment.expr.is_Symbol:
+        return f"{printer.doprint(assignment.target)} = {name}.detach()"
+    # A residual that renames a value an output may rename too: one tensor returned
+    # twice breaks forward AD, and a residual is small, so it gets its own copy.
+    if assignment.target in {o.symbol for o in derived.residuals} and assignment.expr.is_Symbol:
+        return f"{printer.doprint(assignment.target)} = {name}.clone()"
+    return _statement(assignment, printer)
+
+
+def _block(block: GuardedBlock, printer: TorchPrinter, names: BackwardNames) -> dict[str, Any]:
+    return {
+        "guard": names.guard(block.inputs),
+        "lines": [_statement(a, printer) for a in block.statements],
+    }
+
+
+def _output_backward(
+    part: OutputBackward, printer: TorchPrinter, names: BackwardNames, several: bool
+) -> dict[str, Any]:
+    """The guarded blocks that add one output's contribution to each input gradient."""
+    blocks = [_block(b, printer, names) for b in part.shared]
+    for gradient in part.gradients:
+        target = names.grad[gradient.input.name]
+        term = printer.doprint(gradient.expr)
+        if several:
+            term = f"{names.accumulate_helper}({target}, {term})"
+        lines = [_statement(a, printer) for a in gradient.statements]
+        blocks.append(
+            {"guard": names.guard([gradient.input]), "lines": [*lines, f"{target} = {term}"]}
+        )
+    return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
+
+
+def custom_op_context(derived: Derived, namer: Namer) -> dict[str, Any]:
+    """The operator `symgrad::<module>`: its name, Python function and parameters.
+
+    Its parameters have no defaults: the dispatcher drops arguments equal to their
+    default, and the backward's needs_input_grad must line up with every input.
+    """
+    spec = derived.spec
+    return {
+        "name": f"symgrad::{spec.module}",
+        "function": namer.fresh(f"_{spec.module}_op"),
+        "parameters": [f"{i.name}: {ANNOTATIONS[i.type]}" for i in spec.inputs],
+    }
+
+
+def _fused_context(
+    derived: Derived, names: BackwardNames, printer: TorchPrinter, namer: Namer
+) -> dict[str, Any]:
+    """Names for fused mode: the compiled bodies and what the backward body reads."""
+    arguments = [
+        *(printer.doprint(s) for s in derived.saved_tensors),
+        *(i.name for i in derived.saved_numbers),
+        *names.shape_names,
+        *(printer.doprint(a.target) for a in derived.shape_facts),
+        *(part.grad.name for part in derived.backward),
+        *names.need.values(),
+    ]
+    return {
+        "compiled": namer.fresh("_compiled"),
+        "use_compiled": namer.fresh("_use_compiled"),
+        "arguments": arguments,
+    }
+
+
+def has_jvp(derived: Derived) -> bool:
+    """Whether the Function gets a jvp: some input has a tangent that reaches an output."""
+    jvp = derived.jvp
+    if jvp is None or all(t is None for t in jvp.tangents):
+        return False
+    return any(t is not None and t != 0 for t in jvp.outputs)
+
+
+def _jvp_context(
+    derived: Derived, printer: TorchPrinter, names: BackwardNames, namer: Namer
+) -> dict[str, Any]:
+    """The jvp staticmethod: tangent parameters, statements and the output tangents."""
+    jvp = derived.jvp
+    if jvp is None or not has_jvp(derived):
+        return {"jvp": None}
+    parameters = [
+        printer.doprint(t) if t is not None else namer.fresh(f"_tangent_{i.name}")
+        for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
+    ]
+    shapes = [namer.fresh(f"{o.name}_shape") for o in derived.outputs]
+    filled = [printer.doprint(t) for t in jvp.tangents if t is not None]
+    returns = [
+        _output_tangent(t, shape, filled[0], names.helpers["expand_to"], printer)
+        for t, shape in zip(jvp.outputs, shapes, strict=True)
+    ]
+    # An output that is a tensor input is returned as a view (_forward_statement); torch
+    # then wants its tangent to be a view too.
+    inputs = {i.symbol for i in derived.spec.tensor_inputs}
+    by_target = {a.target: a.expr for a in derived.forward}
+    returns = [
+        f"{text}.view({shape})" if by_target.get(o.symbol) in inputs and text != "None" else text
+        for text, shape, o in zip(returns, shapes, derived.outputs, strict=True)
+    ]
+    facts = {a.target for a in derived.shape_facts}
+    read = set().union(*(a.expr.free_symbols for a in jvp.statements))
+    read |= set().union(*(t.free_symbols for t in jvp.outputs if t is not None))
+    return {
+        "jvp": {
+            "parameters": parameters,
+            "saved_tensors": [printer.doprint(s) for s in jvp.saved_tensors],
+            "lines": [_statement(a, printer) for a in jvp.statements],
+            "returns": returns,
+            "output_shapes": shapes,
+            "filled": filled,
+            "tangent_inputs": [
+                i.name
+                for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
+                if t is not None
+            ],
+            "reads_shape_facts": bool(facts & read),
+        },
+        "output_shapes_attribute": names.output_shapes_attribute,
+        "tangent_shapes_attribute": "tangent_shapes",
+        "traceable_class": namer.fresh(f"_{derived.spec.name}Traceable"),
+    }
+
+
+def _output_tangent(
+    tangent: sympy.Expr | None, shape: str, given: str, expand_to: str, printer: TorchPrinter
+) -> str:
+    """An output's tangent in its shape: zeros where no input tangent reaches it.
+
+    A differentiable output needs a tangent tensor even when it is constant along the
+    inputs (a residual, or an output of inputs without tangents); None is for
+    non-differentiable outputs only.
+    """
+    if tangent is None:
+        return "None"
+    if tangent == 0:
+        return f"{given}.new_zeros({shape})"
+    return f"{expand_to}({printer.doprint(tangent)}, {shape})"
+
+
+def _shape_fact_lines(
+    derived: Derived, printer: TorchPrinter, helpers: Mapping[str, str]
+) -> list[str]:
+    """`name = ...` computing each `ShapeFact` (symgrad.language.reductions) from the inputs."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    lines = []
+    for fact in derived.shape_facts:
+        code = _shape_code(reductions.shape_of(fact.expr.args[0], definitions, tensors), helpers)
+        if isinstance(fact.expr, reductions.Count):
+            dims = "None" if fact.expr.dims is None else repr(fact.expr.dims)
+            code = f"{helpers['count']}({code}, {dims})"
+        lines.append(f"{printer.doprint(fact.target)} = {code}")
+    return lines
+
+
+def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> str:
+    """Python for a shape tree of `symgrad.language.reductions.shape_of`."""
+    if shape is None:
+        return "torch.Size([])"
+    if shape[0] == "input":
+        return f"{shape[1]}.shape"
+    if shape[0] == "broadcast":
+        return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
+    _, inner, dims, keepdim = shape
+    dims_code = "None" if dims is None else repr(dims)
+    return (
+        f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {dims_code}, keepdim={keepdim})"
+    )

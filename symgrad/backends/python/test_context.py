@@ -1,0 +1,198 @@
+"""The context of the generated test: sampled inputs, boundaries, references, tolerances."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sympy
+from sympy.core.relational import Relational
+
+from symgrad.ad import guards
+from symgrad.ad.ir import Derived, Namer
+from symgrad.backends.python.module_context import custom_op_context, has_jvp
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.backends.python.text import docstring, escape_comment, header
+from symgrad.frontend.domains import default_domain, default_shape
+from symgrad.frontend.model import Input, InputType, Spec
+from symgrad.language import functions, piecewise
+
+
+def _boundaries(spec: Spec, test_values: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(input, value) for each branch boundary or kink of a tensor input at a number.
+
+    These are the points the generated test probes: where(x > lo, ...) at lo,
+    relu(x) and abs(x) at 0, clamp(x, lo, hi) at lo and hi, max(x, c) at c.
+    """
+    tensors = {i.symbol: i for i in spec.tensor_inputs}
+    numbers = {i.symbol: sympy.sympify(test_values[i.name]) for i in spec.inputs if not i.is_tensor}
+    found: dict[tuple[str, str], None] = {}
+
+    def add(side: sympy.Basic, other: sympy.Basic) -> None:
+        if side in tensors and not other.free_symbols & tensors.keys():
+            value = sympy.sympify(other).xreplace(numbers)
+            if value.is_number and value.is_finite and value.is_real:
+                found[(tensors[side].name, repr(float(value)))] = None
+
+    for expr in [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]:
+        for relation in expr.atoms(Relational):
+            add(relation.lhs, relation.rhs)
+            add(relation.rhs, relation.lhs)
+        for kink in expr.atoms(piecewise.Kink):
+            for argument, value in kink.breakpoints():
+                add(argument, value)
+        for call in expr.atoms(functions.ElementwiseFunction):
+            if type(call).__name__ in ("abs", "sign"):
+                add(call.args[0], sympy.Integer(0))
+    return list(found)
+
+
+def unique_names(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
+    """Reference outputs whose gradient follows the spec's overrides.
+
+    An output y with an override O for input x is recomputed as
+    y(x.detach()) + (x - x.detach()) * O.detach(): the same value, and autograd then
+    gives grad_y * O for x (summed over broadcasting), and y's own gradient for the rest.
+    """
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    values.update({o.symbol: o.expr for o in spec.outputs})
+
+    def inline(expr: sympy.Expr) -> sympy.Expr:
+        while expr.free_symbols & values.keys():
+            expr = expr.xreplace(values)
+        return expr
+
+    lines = []
+    for output in spec.outputs:
+        overrides = [o for o in spec.overrides if o.output == output]
+        if not overrides:
+            continue
+        detached = {o.input.symbol: sympy.Symbol(f"{o.input.name}.detach()") for o in overrides}
+        surrogate_printer = TorchPrinter(printer.tensor_symbols | frozenset(detached.values()))
+        tensors = surrogate_printer.tensor_symbols
+        formula = guards.guard_branches(inline(output.expr).xreplace(detached), tensors)
+        terms = [surrogate_printer.doprint(formula)]
+        for override in overrides:
+            derivative = surrogate_printer.doprint(
+                guards.guard_branches(inline(override.expr), tensors)
+            )
+            if surrogate_printer.is_tensor(inline(override.expr)):
+                derivative = f"({derivative}).detach()"
+            name = override.input.name
+            terms.append(f"({name} - {name}.detach()) * {derivative}")
+        lines.append(f"{output.name} = " + " + ".join(terms))
+    return lines
+
+
+def _sample_number(item: Input, rng: random.Random) -> str:
+    """A fixed test value for a number input without a default."""
+    if item.type is InputType.BOOL:
+        return "True"
+    low, high = default_domain(item)
+    if item.type is InputType.INT:
+        return repr(max(int(low), min(int(high), round((low + high) / 2))) or 1)
+    return repr(round(rng.uniform(low, high), 3))
+
+
+def test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+    spec = derived.spec
+    rng = random.Random(spec.name)
+    shape = default_shape(spec)
+    samples = []
+    for item in spec.inputs:
+        if item.is_tensor:
+            low, high = default_domain(item)
+            samples.append(
+                {
+                    "name": item.name,
+                    "tensor": True,
+                    "shape": repr(shape if item.shape is None else tuple(item.shape)),
+                    "low": repr(low),
+                    "high": repr(high),
+                    "requires_grad": item.differentiable,
+                }
+            )
+        else:
+            value = item.default if item.default is not None else _sample_number(item, rng)
+            samples.append({"name": item.name, "tensor": False, "value": str(value)})
+    test_values = {str(s["name"]): str(s["value"]) for s in samples if not s["tensor"]}
+    # The formula as written, with torch's own relu, maximum and clamp, and untaken
+    # branches guarded so that autograd of torch.where gives no NaN (symgrad.language.piecewise).
+    tensors = derived.tensor_symbols
+
+    def plain(expr: sympy.Expr) -> str:
+        return str(printer.doprint(guards.guard_branches(expr, tensors)))
+
+    reference = [f"{i.name} = {plain(i.expr)}" for i in spec.intermediates]
+    overridden_outputs = {o.output.name for o in spec.overrides}
+    reference += [
+        f"{o.name} = {plain(o.expr)}" for o in spec.outputs if o.name not in overridden_outputs
+    ]
+    reference += _overridden_reference(spec, printer)
+    overridden = unique_names(o.input.name for o in spec.overrides)
+    return {
+        "version": version,
+        "header": header(escape_comment(spec.source), version),
+        "class_name": spec.name,
+        "function_name": spec.module,
+        "module": spec.module,
+        "samples": samples,
+        "input_names": [i.name for i in spec.inputs],
+        "reference": reference,
+        "boundaries": [f"({name!r}, {value})" for name, value in _boundaries(spec, test_values)],
+        "overridden": overridden,
+        "gradcheck_inputs": [
+            i.name for i in spec.differentiable_inputs if i.name not in overridden
+        ],
+        "outputs": [o.name for o in spec.outputs],
+        "uses_math": printer.uses_math,
+        "has_gradients": any(part.gradients for part in derived.backward),
+        "fused": spec.mode == "fused",
+        "custom_op": custom_op_context(derived, Namer(derived.names)) if spec.custom_op else None,
+        "has_jvp": has_jvp(derived),
+        "test_doc": docstring(
+            f"Check {spec.name} with gradcheck and against autograd of the plain formula.",
+            indent=0,
+        ),
+        "differentiable_outputs": [str(n) for n, o in enumerate(spec.outputs) if o.differentiable],
+        "low_precision": _low_precision(spec),
+        "tolerances": _tolerances(spec),
+        "points": spec.checks.points,
+    }
+
+
+# The largest finite float16: a test domain beyond it overflows when sampled.
+_FLOAT16_MAX = 65504.0
+
+
+def _low_precision(spec: Spec) -> list[str]:
+    """The checked low-precision dtypes; a skipped one as a pytest.param with its reason."""
+    reasons = dict(spec.checks.skips)
+    for item in spec.tensor_inputs:
+        low, high = default_domain(item)
+        if "float16" not in reasons and max(abs(low), abs(high)) > _FLOAT16_MAX:
+            reasons["float16"] = (
+                f"float16 cannot hold the test domain [{low}, {high}] of {item.name}"
+            )
+    return [
+        (
+            f"pytest.param(torch.{dtype}, marks=pytest.mark.skip(reason={reasons[dtype]!r}))"
+            if dtype in reasons
+            else f"torch.{dtype}"
+        )
+        for dtype in spec.checks.dtypes
+    ]
+
+
+def _tolerances(spec: Spec) -> str:
+    """The spec's tolerances as a dict display: {torch.float32: {"rtol": ..., "atol": ...}}."""
+    entries = [
+        f'torch.{dtype}: {{"rtol": {t.rtol!r}, "atol": {t.atol!r}}}'
+        for dtype, t in spec.checks.tolerances
+    ]
+    return "{" + ", ".join(entries) + "}"
