@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from symgrad.ad.derive import derive
-from symgrad.backends.python.render import GeneratedFiles, render
+from symgrad.backends import python, registry
+from symgrad.backends.base import Backend, GeneratedFiles
 from symgrad.errors import InternalError, Location, SpecError
 from symgrad.frontend.loader import load_yaml
 from symgrad.frontend.model import Spec
@@ -63,19 +64,36 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
     return parse_spec(node_from_data(data, source), source)
 
 
-def generate(spec: Spec) -> dict[str, str]:
-    """Generate the module and its test for `spec`: file name -> source text.
+def generate(spec: Spec, target: str | None = None) -> dict[str, str]:
+    """Generate `spec`'s files for a target: file name -> source text.
 
-    A failure inside the generator is raised as an InternalError naming the spec, never
-    as a bare traceback: a spec that parsed is one symgrad should handle.
+    The target is `target`, else the spec's `target:`, else `python` (a module and its
+    test). A failure inside the generator is raised as an InternalError naming the spec,
+    never as a bare traceback: a spec that parsed is one symgrad should handle.
     """
-    return _render(spec).by_filename()
+    return _render(spec, backend_of(spec, target)).by_filename()
 
 
-def _render(spec: Spec) -> GeneratedFiles:
+def backend_of(spec: Spec, target: str | None = None) -> Backend:
+    """The backend for `spec`: `target` if given, else the spec's, else the default.
+
+    An unknown name raises registry.UnknownTargetError, or a SpecError at the spec's
+    `target:` when the name comes from the spec.
+    """
+    if target is not None:
+        return registry.get(target)
+    if spec.target is None:
+        return registry.get(registry.DEFAULT_TARGET)
+    try:
+        return registry.get(spec.target.name)
+    except registry.UnknownTargetError as error:
+        raise SpecError(spec.target.location, str(error), "target") from None
+
+
+def _render(spec: Spec, backend: Backend) -> GeneratedFiles:
     """derive and render `spec`; an exception other than a SpecError is an InternalError."""
     try:
-        return render(derive(spec), __version__)
+        return backend.render(derive(spec), __version__)
     except SpecError:
         raise
     except Exception as error:
@@ -112,7 +130,7 @@ def _import_module(spec: Spec) -> types.ModuleType:
     The module is registered in `sys.modules`, where torch.compile (and pickle) look
     modules up; the same source gives the same name, so loading twice gives one module.
     """
-    source = _render(spec).module_source
+    source = _render(spec, python.BACKEND).files[f"{spec.module}.py"]
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
     name = f"symgrad_generated_{spec.module}_{digest}"
     if name in sys.modules:

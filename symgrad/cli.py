@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from symgrad.api import display_path, generate, load_spec
+from symgrad.backends import registry
 from symgrad.errors import SpecError
 from symgrad.frontend.parse import snake_case
 from symgrad.frontend.starter import starter_spec
@@ -41,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gen(commands)
     _add_show(commands)
     _add_new(commands)
+    commands.add_parser(
+        "targets",
+        help="list the backends gen can write for",
+        description="List the targets of `symgrad gen --target` and a spec's `target:`.",
+    )
     return parser
 
 
@@ -74,6 +80,12 @@ def _add_gen(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=1,
         metavar="N",
         help="generate N specs at a time (0: one per CPU; default: 1)",
+    )
+    gen.add_argument(
+        "--target",
+        metavar="NAME",
+        help="the backend to write for, over each spec's `target:` "
+        f"(default: {registry.DEFAULT_TARGET}; `symgrad targets` lists them)",
     )
     gen.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     gen.add_argument(
@@ -133,6 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "new":
         return _new(args.name, Path(args.output))
+    if args.command == "targets":
+        for backend in registry.backends():
+            print(f"{backend.name:12} {backend.description}")
+        return 0
+    if args.command == "gen" and args.target is not None and args.target not in registry.names():
+        print(f"symgrad: error: {registry.UnknownTargetError(args.target)}", file=sys.stderr)
+        return 2
     try:
         paths = _spec_paths(args.specs)
     except FileNotFoundError as error:
@@ -191,11 +210,11 @@ class _Outcome:
     error: str | None = None
 
 
-def _generate_one(path: Path) -> _Outcome:
+def _generate_one(path: Path, target: str | None = None) -> _Outcome:
     """Load and generate one spec; a worker process runs this, so errors come back as text."""
     try:
         spec = load_spec(path)
-        return _Outcome(spec.source, generate(spec))
+        return _Outcome(spec.source, generate(spec, target))
     except SpecError as error:
         return _Outcome(display_path(path), error=str(error))
 
@@ -204,7 +223,7 @@ def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
     """Generate every spec, then write, check or diff the files as asked."""
     progress = Progress(len(paths), sys.stderr, label="symgrad", enabled=not args.quiet)
     with progress:
-        outcomes = _run(paths, args.jobs, progress.advance)
+        outcomes = _run(paths, args.jobs, progress.advance, args.target)
     files = _collect(outcomes)
     if files is None:
         return 1
@@ -218,17 +237,19 @@ def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
     return status
 
 
-def _run(paths: Sequence[Path], jobs: int, advance: Callable[[], None]) -> list[_Outcome]:
+def _run(
+    paths: Sequence[Path], jobs: int, advance: Callable[[], None], target: str | None
+) -> list[_Outcome]:
     """Generate each spec, `jobs` at a time; the outcomes come back in the order of `paths`."""
     if jobs == 1 or len(paths) < 2:
-        return [_advanced(_generate_one(path), advance) for path in paths]
+        return [_advanced(_generate_one(path, target), advance) for path in paths]
     # Fresh interpreters, never a fork: forking a host that runs threads (torch's, in a
     # notebook or a test session) can deadlock the child. Not a forkserver preloading
     # symgrad either: on Python 3.11 its server imports before it takes the parent's
     # sys.path, so it can load another copy of symgrad (an installed one, not a checkout).
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=context) as pool:
-        futures = [pool.submit(_generate_one, path) for path in paths]
+        futures = [pool.submit(_generate_one, path, target) for path in paths]
         for _ in as_completed(futures):
             advance()
         return [future.result() for future in futures]

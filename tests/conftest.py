@@ -33,6 +33,10 @@ SLOW_MODULES = {
 }
 
 
+# Golden files of the backends (tests/test_backends.py) are compared, not collected.
+collect_ignore_glob = ["golden/*"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the slow modules' tests, and the generated ones, `slow`."""
     for item in items:
@@ -54,16 +58,25 @@ def as_tuple(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
+def import_file(path: Path, name: str) -> ModuleType:
+    """Import the file at `path` as module `name`, registered in sys.modules.
+
+    torch.compile and pickle look a Function's module up there, so every test that runs
+    generated code imports it this way.
+    """
+    location = importlib.util.spec_from_file_location(name, path)
+    assert location is not None and location.loader is not None
+    module = importlib.util.module_from_spec(location)
+    sys.modules[name] = module
+    location.loader.exec_module(module)
+    return module
+
+
 def load_generated(name: str) -> ModuleType:
-    """Import generated/<name>.py once, registered in sys.modules (torch.compile needs it)."""
+    """Import generated/<name>.py once."""
     key = f"symgrad_generated_{name}"
     if key not in sys.modules:
-        path = REPO_ROOT / "generated" / f"{name}.py"
-        location = importlib.util.spec_from_file_location(key, path)
-        assert location is not None and location.loader is not None
-        module = importlib.util.module_from_spec(location)
-        sys.modules[key] = module
-        location.loader.exec_module(module)
+        import_file(REPO_ROOT / "generated" / f"{name}.py", key)
     return sys.modules[key]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import shutil
 import subprocess
@@ -16,15 +15,7 @@ import torch
 
 import symgrad
 from symgrad.write import FileChange, unified_diff
-
-
-def _import(path: Path, name: str) -> object:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import import_file
 
 
 def test_spec_from_dict_accepts_sympy_expressions(tmp_path: Path) -> None:
@@ -39,7 +30,7 @@ def test_spec_from_dict_accepts_sympy_expressions(tmp_path: Path) -> None:
     files = symgrad.generate(spec)
     assert sorted(files) == ["sympy_given.py", "test_sympy_given.py"]
     symgrad.write_files(files, tmp_path)
-    module = _import(tmp_path / "sympy_given.py", "sympy_given_api_test")
+    module = import_file(tmp_path / "sympy_given.py", "sympy_given_api_test")
     value = torch.tensor([0.5, -1.0], dtype=torch.float64, requires_grad=True)
     result = module.sympy_given(value)  # type: ignore[attr-defined]
     expected = torch.exp(-2.0 * value**2) + value.abs()
@@ -52,7 +43,7 @@ def test_spec_from_dict_accepts_sympy_expressions(tmp_path: Path) -> None:
 def test_alias_function_fills_defaults_and_takes_keywords(tmp_path: Path) -> None:
     spec = symgrad.load_spec(Path(__file__).parent.parent / "examples" / "soft_clamp.yaml")
     symgrad.write_files(symgrad.generate(spec), tmp_path)
-    module = _import(tmp_path / "soft_clamp.py", "soft_clamp_api_test")
+    module = import_file(tmp_path / "soft_clamp.py", "soft_clamp_api_test")
     x = torch.linspace(-3, 3, 7, dtype=torch.float64)
     by_keyword = module.soft_clamp(x=x, hi=2.0)  # type: ignore[attr-defined]
     torch.testing.assert_close(by_keyword, 2.0 * torch.sigmoid(x))
@@ -61,7 +52,7 @@ def test_alias_function_fills_defaults_and_takes_keywords(tmp_path: Path) -> Non
 def test_needs_input_grad_skips_unrequested_gradients(tmp_path: Path) -> None:
     spec = symgrad.load_spec(Path(__file__).parent.parent / "examples" / "swish.yaml")
     symgrad.write_files(symgrad.generate(spec), tmp_path)
-    module = _import(tmp_path / "swish.py", "swish_api_test")
+    module = import_file(tmp_path / "swish.py", "swish_api_test")
     x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     beta = torch.rand(6, dtype=torch.float64)  # no gradient wanted
     out = module.swish(x, beta)  # type: ignore[attr-defined]
@@ -82,7 +73,7 @@ def test_needs_input_grad_skips_unrequested_gradients(tmp_path: Path) -> None:
 def test_several_outputs_accept_missing_gradients(tmp_path: Path) -> None:
     spec = symgrad.load_spec(Path(__file__).parent.parent / "examples" / "polar.yaml")
     symgrad.write_files(symgrad.generate(spec), tmp_path)
-    module = _import(tmp_path / "polar.py", "polar_api_test")
+    module = import_file(tmp_path / "polar.py", "polar_api_test")
     x = torch.rand(3, dtype=torch.float64) + 0.5
     y = torch.randn(3, dtype=torch.float64)
     x.requires_grad_()

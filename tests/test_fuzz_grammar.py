@@ -11,10 +11,8 @@ so CI stays fast).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import itertools
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import symgrad
+from tests.conftest import import_file
 
 EXAMPLES = int(os.environ.get("SYMGRAD_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
@@ -136,11 +135,7 @@ def _load(expr: str, folder: Path) -> Any:
     )
     files = symgrad.generate(spec)
     symgrad.write_files(files, folder)
-    location = importlib.util.spec_from_file_location(spec.module, folder / f"{spec.module}.py")
-    assert location is not None and location.loader is not None
-    module = importlib.util.module_from_spec(location)
-    sys.modules[spec.module] = module
-    location.loader.exec_module(module)
+    module = import_file(folder / f"{spec.module}.py", spec.module)
     return getattr(module, spec.module)
 
 

@@ -11,12 +11,12 @@ from symgrad import api, cli
 from tests.conftest import REPO_ROOT
 
 
-def _explode(derived: object, version: str) -> object:
+def _explode(spec: object) -> object:
     raise ZeroDivisionError("boom\nsecond line")
 
 
 def test_the_api_raises_an_internal_error_naming_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api, "render", _explode)
+    monkeypatch.setattr(api, "derive", _explode)
     spec = symgrad.load_spec(REPO_ROOT / "examples" / "soft_clamp.yaml")
     with pytest.raises(symgrad.InternalError) as raised:
         symgrad.generate(spec)
@@ -36,14 +36,14 @@ def test_gen_lists_every_failing_spec_and_writes_nothing(
             (REPO_ROOT / "examples" / f"{name}.yaml").read_text(), encoding="utf-8"
         )
     (specs / "broken.yaml").write_text("name: Broken\ninputs: {x: tensor}\n", encoding="utf-8")
-    real = api.render
+    real = api.derive
 
-    def fail_on_swish(derived: object, version: str) -> object:
-        if derived.spec.name == "Swish":  # type: ignore[attr-defined]
+    def fail_on_swish(spec: symgrad.Spec) -> object:
+        if spec.name == "Swish":
             raise RuntimeError("boom")
-        return real(derived, version)  # type: ignore[arg-type]
+        return real(spec)
 
-    monkeypatch.setattr(api, "render", fail_on_swish)
+    monkeypatch.setattr(api, "derive", fail_on_swish)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["gen", "specs", "-o", "out"])
     errors = capsys.readouterr().err

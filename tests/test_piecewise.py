@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import sympy
@@ -15,6 +12,7 @@ import torch
 import symgrad
 from symgrad.ad import guards
 from symgrad.language import piecewise
+from tests.conftest import import_file
 
 # Points on both sides of every kink below, and exactly on them.
 POINTS = torch.tensor([-3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0], dtype=torch.float64)
@@ -28,13 +26,8 @@ def _function(tmp_path: Path, expr: str, inputs: dict[str, object] | None = None
     )
     files = symgrad.generate(spec)
     symgrad.write_files(files, tmp_path)
-    module_name = spec.module
-    location = importlib.util.spec_from_file_location(module_name, tmp_path / f"{module_name}.py")
-    assert location is not None and location.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(location)
-    sys.modules[module_name] = module
-    location.loader.exec_module(module)
-    return getattr(module, module_name)  # type: ignore[no-any-return]
+    module = import_file(tmp_path / f"{spec.module}.py", spec.module)
+    return getattr(module, spec.module)
 
 
 def _grad(fn: Callable, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -10,11 +10,9 @@ then with gradcheck and gradgradcheck. Set SYMGRAD_FUZZ_EXAMPLES to run more exa
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import itertools
 import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from hypothesis import strategies as st
 import symgrad
 from symgrad.frontend.model import Spec
 from symgrad.language import functions
+from tests.conftest import import_file
 
 C_DEFAULT = 0.3
 # Each case runs with c at its default and with c passed explicitly.
@@ -169,15 +168,6 @@ def plain_formula(case: Case, x: torch.Tensor, y: torch.Tensor, c: float) -> lis
 
 _INTEGER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 _counter = itertools.count()
-
-
-def import_file(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
 
 
 def build_spec(case: Case) -> Spec | None:

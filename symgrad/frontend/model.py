@@ -118,6 +118,14 @@ class Checks:
 
 
 @dataclass(frozen=True)
+class Target:
+    """The backend a spec names with `target:`, and where it names it."""
+
+    name: str
+    location: Location
+
+
+@dataclass(frozen=True)
 class Spec:
     """A whole function: its names, inputs, intermediates and outputs."""
 
@@ -142,6 +150,8 @@ class Spec:
     custom_op: bool = False
     # How the generated test checks the Function (the spec's `test:` section).
     checks: Checks = Checks()
+    # The backend the spec asks for; None: the caller's choice (`python` by default).
+    target: Target | None = None
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

@@ -27,6 +27,7 @@ from symgrad.frontend.model import (
     Number,
     Output,
     Spec,
+    Target,
 )
 
 TOP_KEYS = (
@@ -35,6 +36,7 @@ TOP_KEYS = (
     "doc",
     "mode",
     "custom_op",
+    "target",
     "inputs",
     "where",
     "outputs",
@@ -49,6 +51,7 @@ ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 # Names the generated code itself uses at module or function scope.
 RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
 CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
+_TARGET_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 
@@ -115,6 +118,8 @@ def parse_spec(root: Node, source: str) -> Spec:
     mode = _mode(mode_node) if mode_node else "eager"
     custom_op_node = fields.optional("custom_op")
     custom_op = read.flag(custom_op_node, "custom_op") if custom_op_node else False
+    target_node = fields.optional("target")
+    target = _target(target_node) if target_node else None
     inputs = _parse_inputs(fields.require("inputs"), name)
     checks, inputs = parse_checks(fields.optional("test"), inputs)
     symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
@@ -138,6 +143,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         mode,
         custom_op,
         checks,
+        target,
     )
 
 
@@ -148,6 +154,15 @@ def _mode(node: Node) -> str:
         message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(MODES)}"
         raise SpecError(node.location, message, "mode")
     return mode
+
+
+def _target(node: Node) -> Target:
+    """The `target:` name; whether a backend has it is the registry's to say."""
+    name = read.string(node, "target")
+    if not _TARGET_NAME.match(name):
+        message = f"expected a target name like python, got {name!r}"
+        raise SpecError(node.location, message, "target")
+    return Target(name, node.location)
 
 
 def _class_name(node: Node) -> str:

@@ -24,6 +24,8 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "with torch.compile",
         "custom_op": "`true` also registers the forward as the operator "
         "`symgrad::<module>` (torch.library.custom_op)",
+        "target": "the backend that writes the files (`symgrad targets` lists them; "
+        "default `python`; `symgrad gen --target` overrides it)",
         "inputs": "required; the forward's arguments in order: `name: type` or "
         "`name: {type: ..., ...}`",
         "where": "named intermediates in order; each may use inputs and earlier names",

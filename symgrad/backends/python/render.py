@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from dataclasses import dataclass
 from pathlib import Path
 
 import black
@@ -17,6 +16,7 @@ import jinja2
 from black.mode import TargetVersion
 
 from symgrad.ad.ir import Derived
+from symgrad.backends.base import GeneratedFiles
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.module_context import module_context
 from symgrad.backends.python.names import condition_temporaries, small_symbols, temporary_names
@@ -25,21 +25,6 @@ from symgrad.errors import SpecError
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
 _BLACK_MODE = black.Mode(line_length=88, target_versions={TargetVersion.PY39})
-
-
-@dataclass(frozen=True)
-class GeneratedFiles:
-    """The generated module and its test, by file name."""
-
-    module_name: str
-    module_source: str
-    test_source: str
-
-    def by_filename(self) -> dict[str, str]:
-        return {
-            f"{self.module_name}.py": self.module_source,
-            f"test_{self.module_name}.py": self.test_source,
-        }
 
 
 def render(derived: Derived, version: str) -> GeneratedFiles:
@@ -63,7 +48,9 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
         ) from None
     module = _format(_template("function.py.jinja").render(context))
     test = _format(_template("test_function.py.jinja").render(test_context))
-    return GeneratedFiles(spec.module, module, test)
+    return GeneratedFiles(
+        spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}
+    )
 
 
 def _check_printable(derived: Derived) -> None:
