@@ -22,7 +22,8 @@ from sympy.codegen import cfunctions
 
 import symgrad
 from symgrad.ad.derive import derive
-from symgrad.backends.python.printer import TorchPrinter, UnprintableError
+from symgrad.backends.python.arithmetic import UnprintableError
+from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.model import Spec
 from symgrad.language import functions
 from symgrad.language.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction

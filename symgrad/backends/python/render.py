@@ -18,9 +18,10 @@ from black.mode import TargetVersion
 from symgrad.ad.ir import Derived
 from symgrad.backends.base import GeneratedFiles
 from symgrad.backends.python import test_context as tests
+from symgrad.backends.python.arithmetic import UnprintableError
 from symgrad.backends.python.module_context import module_context
 from symgrad.backends.python.names import condition_temporaries, small_symbols, temporary_names
-from symgrad.backends.python.printer import TorchPrinter, UnprintableError
+from symgrad.backends.python.printer import TorchPrinter
 from symgrad.errors import SpecError
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
