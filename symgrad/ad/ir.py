@@ -1,4 +1,4 @@
-"""The differentiated model that emitters print: the forward and a scheduled backward.
+"""The IR backends print: the forward, the scheduled backward and jvp, what to save.
 
 Everything here is plain data over sympy expressions; names are already chosen. An
 emitter (Python today; C++ or a fused kernel later) only prints it.

@@ -1,4 +1,4 @@
-"""Print sympy expressions as Python source over torch tensors and Python numbers.
+"""The Python printer: the language's conditionals, kinks, activations and reductions.
 
 sympy's own `TorchPrinter` wraps Python numbers in torch calls, prints `Max(x, 0)` as a
 reduction and cannot print log1p, expm1 or erfc, so symgrad has its own printer. It knows

@@ -1,8 +1,9 @@
-"""Emit Python: turn a `Derived` into the source of the module and of its test.
+"""The Python backend's renderer: fill the templates from the contexts, format with black.
 
-The work is split in two: this module prints every expression and decides every name
-(a render model made only of strings), and the jinja2 templates in `templates/` hold
-the shape of the code. black formats the result, so the output is stable.
+The work is split in two: module_context.py and test_context.py print every expression
+and choose every name (a render model made only of strings), and the jinja2 templates
+in `templates/python/` hold the shape of the code. black formats the result, so the
+output is stable.
 """
 
 from __future__ import annotations
