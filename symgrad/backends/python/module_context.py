@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.python.contexts import Block, CustomOp, Fused, Jvp, ModuleContext, OutputPart
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
@@ -22,75 +22,98 @@ ANNOTATIONS = {
 }
 
 
-def module_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+def module_context(derived: Derived, printer: TorchPrinter, version: str) -> ModuleContext:
+    """Print every statement of `derived` and choose every name function.py.jinja uses."""
     spec = derived.spec
     namer = Namer(derived.names)
     names = BackwardNames(derived, namer)
-    printer.helpers = helpers = names.helpers
-    shape_facts = _shape_fact_lines(derived, printer, helpers)
-    context: dict[str, Any] = {
-        "version": version,
-        "header": header(escape_comment(spec.source), version),
-        "summary": docstring(summary(spec), indent=0, closing=False),
-        "formulas": formulas(derived),
-        "class_name": spec.name,
-        "function_name": spec.module,
-        "doc": docstring(spec.doc or summary(spec), indent=4),
-        "parameters": [_parameter(i) for i in spec.inputs],
-        "input_names": [i.name for i in spec.inputs],
-        "return_annotation": _return_annotation(len(spec.outputs)),
-        "forward_annotation": _return_annotation(len(derived.outputs)),
-        "forward": [_forward_statement(a, derived, printer) for a in derived.forward],
-        "outputs": [o.name for o in derived.outputs],
-        "public_outputs": [o.name for o in spec.outputs],
-        "residuals": [o.name for o in derived.residuals],
-        "shape_facts": shape_facts,
-        "shape_fact_names": [printer.doprint(a.target) for a in derived.shape_facts],
-        "shape_facts_attribute": names.shape_facts_attribute,
-        "helpers": names.helpers,
-        "uses_reduced_shape": any(f"{helpers['reduced_shape']}(" in s for s in shape_facts),
-        "uses_count": any(f"{helpers['count']}(" in s for s in shape_facts),
-        "non_differentiable": [o.name for o in spec.outputs if not o.differentiable],
-        "saved_tensors": [s.name for s in derived.saved_tensors],
-        "saved_numbers": [i.name for i in derived.saved_numbers],
-        "saved_shapes": [i.name for i in derived.saved_shapes],
-        "shape_names": names.shape_names,
-        "shapes_attribute": names.shapes_attribute,
-        "numbers_attribute": names.numbers_attribute,
-        "several_outputs": len(derived.outputs) > 1,
-        "needs": names.needs_unpacking,
-        "input_grads": list(names.grad.values()),
-        "prelude": [_block(b, printer, names) for b in derived.prelude],
-        "backward": [
-            _output_backward(p, printer, names, len(derived.outputs) > 1) for p in derived.backward
-        ],
-        "returns": names.returns,
-        **_jvp_context(derived, printer, names, namer),
-        "fused": _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None,
-        "custom_op": custom_op_context(derived, namer) if spec.custom_op else None,
-        "reduce_helper": names.reduce_helper,
-        "inputs_parameter": names.inputs_parameter,
-        "output_parameter": names.output_parameter,
-        "accumulate_helper": names.accumulate_helper,
-    }
-    if len(derived.outputs) == 1:
+    printer.helpers = names.helpers
+    several = len(derived.outputs) > 1
+    prelude = [_block(b, printer, names) for b in derived.prelude]
+    backward = [_output_backward(p, printer, names, several) for p in derived.backward]
+    if not several:
         # One output: its shared work can join the recomputation under the same guards.
-        context["prelude"] = _merge_blocks(context["prelude"] + context["backward"][0]["blocks"])
-        context["backward"][0]["blocks"] = []
-    # The template's own locals, named so that no spec name can shadow them.
-    context["local_function"] = namer.fresh("function")
-    context["local_body"] = namer.fresh("body")
-    context["grad_output_names"] = [part.grad.name for part in derived.backward]
-    context["uses_math"] = printer.uses_math
-    return context
+        prelude = _merge_blocks(prelude + list(backward[0].blocks))
+        backward = [OutputPart(backward[0].grad, ())]
+    # Names are taken in this order (jvp, fused, custom op, the template's locals), so
+    # that the generated code does not change from one version to the next.
+    jvp = _jvp_context(derived, printer, names, namer)
+    fused = _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None
+    custom_op = custom_op_context(derived, namer) if spec.custom_op else None
+    local_function, local_body = namer.fresh("function"), namer.fresh("body")
+    forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
+    shape_facts = tuple(_shape_fact_lines(derived, printer, names.helpers))
+    return ModuleContext(
+        version=version,
+        header=tuple(header(escape_comment(spec.source), version)),
+        summary=docstring(summary(spec), indent=0, closing=False),
+        formulas=formulas(derived),
+        class_name=spec.name,
+        function_name=spec.module,
+        doc=docstring(spec.doc or summary(spec), indent=4),
+        parameters=tuple(_parameter(i) for i in spec.inputs),
+        input_names=tuple(i.name for i in spec.inputs),
+        return_annotation=_return_annotation(len(spec.outputs)),
+        forward_annotation=_return_annotation(len(derived.outputs)),
+        forward=forward,
+        outputs=tuple(o.name for o in derived.outputs),
+        public_outputs=tuple(o.name for o in spec.outputs),
+        residuals=tuple(o.name for o in derived.residuals),
+        shape_facts=shape_facts,
+        shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
+        shape_facts_attribute=names.shape_facts_attribute,
+        helpers=names.helpers,
+        uses_reduced_shape=any(_reads_a_reduced_shape(derived, f) for f in derived.shape_facts),
+        uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
+        uses_math=printer.uses_math,
+        non_differentiable=tuple(o.name for o in spec.outputs if not o.differentiable),
+        saved_tensors=tuple(s.name for s in derived.saved_tensors),
+        saved_numbers=tuple(i.name for i in derived.saved_numbers),
+        saved_shapes=tuple(i.name for i in derived.saved_shapes),
+        shape_names=tuple(names.shape_names),
+        shapes_attribute=names.shapes_attribute,
+        numbers_attribute=names.numbers_attribute,
+        several_outputs=several,
+        needs=names.needs_unpacking,
+        input_grads=tuple(names.grad.values()),
+        prelude=tuple(prelude),
+        backward=tuple(backward),
+        grad_output_names=tuple(part.grad.name for part in derived.backward),
+        returns=tuple(names.returns),
+        jvp=jvp,
+        fused=fused,
+        custom_op=custom_op,
+        reduce_helper=names.reduce_helper,
+        inputs_parameter=names.inputs_parameter,
+        output_parameter=names.output_parameter,
+        accumulate_helper=names.accumulate_helper,
+        local_function=local_function,
+        local_body=local_body,
+    )
 
 
-def _merge_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _reads_a_reduced_shape(derived: Derived, fact: Assignment) -> bool:
+    """Whether computing the shape fact needs the shape of a reduction (`_reduced_shape`)."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    return _has_reduction(reductions.shape_of(fact.expr.args[0], definitions, tensors))
+
+
+def _has_reduction(shape: reductions.Shape | None) -> bool:
+    """Whether a shape tree of `reductions.shape_of` holds a reduction (see _shape_code)."""
+    if shape is None or shape[0] == "input":
+        return False
+    if shape[0] == "broadcast":
+        return any(_has_reduction(s) for s in shape[1])
+    return True
+
+
+def _merge_blocks(blocks: list[Block]) -> list[Block]:
     """Join neighbouring blocks that have the same guard."""
-    merged: list[dict[str, Any]] = []
+    merged: list[Block] = []
     for block in blocks:
-        if merged and merged[-1]["guard"] == block["guard"]:
-            merged[-1] = {"guard": block["guard"], "lines": merged[-1]["lines"] + block["lines"]}
+        if merged and merged[-1].guard == block.guard:
+            merged[-1] = Block(block.guard, merged[-1].lines + block.lines)
         else:
             merged.append(block)
     return merged
@@ -134,16 +157,14 @@ def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchP
     return _statement(assignment, printer)
 
 
-def _block(block: GuardedBlock, printer: TorchPrinter, names: BackwardNames) -> dict[str, Any]:
-    return {
-        "guard": names.guard(block.inputs),
-        "lines": [_statement(a, printer) for a in block.statements],
-    }
+def _block(block: GuardedBlock, printer: TorchPrinter, names: BackwardNames) -> Block:
+    lines = tuple(_statement(a, printer) for a in block.statements)
+    return Block(names.guard(block.inputs), lines)
 
 
 def _output_backward(
     part: OutputBackward, printer: TorchPrinter, names: BackwardNames, several: bool
-) -> dict[str, Any]:
+) -> OutputPart:
     """The guarded blocks that add one output's contribution to each input gradient."""
     blocks = [_block(b, printer, names) for b in part.shared]
     for gradient in part.gradients:
@@ -151,44 +172,38 @@ def _output_backward(
         term = printer.doprint(gradient.expr)
         if several:
             term = f"{names.accumulate_helper}({target}, {term})"
-        lines = [_statement(a, printer) for a in gradient.statements]
-        blocks.append(
-            {"guard": names.guard([gradient.input]), "lines": [*lines, f"{target} = {term}"]}
-        )
-    return {"grad": part.grad.name, "blocks": _merge_blocks(blocks)}
+        lines = tuple(_statement(a, printer) for a in gradient.statements)
+        blocks.append(Block(names.guard([gradient.input]), (*lines, f"{target} = {term}")))
+    return OutputPart(part.grad.name, tuple(_merge_blocks(blocks)))
 
 
-def custom_op_context(derived: Derived, namer: Namer) -> dict[str, Any]:
+def custom_op_context(derived: Derived, namer: Namer) -> CustomOp:
     """The operator `symgrad::<module>`: its name, Python function and parameters.
 
     Its parameters have no defaults: the dispatcher drops arguments equal to their
     default, and the backward's needs_input_grad must line up with every input.
     """
     spec = derived.spec
-    return {
-        "name": f"symgrad::{spec.module}",
-        "function": namer.fresh(f"_{spec.module}_op"),
-        "parameters": [f"{i.name}: {ANNOTATIONS[i.type]}" for i in spec.inputs],
-    }
+    return CustomOp(
+        name=f"symgrad::{spec.module}",
+        function=namer.fresh(f"_{spec.module}_op"),
+        parameters=tuple(f"{i.name}: {ANNOTATIONS[i.type]}" for i in spec.inputs),
+    )
 
 
 def _fused_context(
     derived: Derived, names: BackwardNames, printer: TorchPrinter, namer: Namer
-) -> dict[str, Any]:
+) -> Fused:
     """Names for fused mode: the compiled bodies and what the backward body reads."""
-    arguments = [
+    arguments = (
         *(printer.doprint(s) for s in derived.saved_tensors),
         *(i.name for i in derived.saved_numbers),
         *names.shape_names,
         *(printer.doprint(a.target) for a in derived.shape_facts),
         *(part.grad.name for part in derived.backward),
         *names.need.values(),
-    ]
-    return {
-        "compiled": namer.fresh("_compiled"),
-        "use_compiled": namer.fresh("_use_compiled"),
-        "arguments": arguments,
-    }
+    )
+    return Fused(namer.fresh("_compiled"), namer.fresh("_use_compiled"), arguments)
 
 
 def has_jvp(derived: Derived) -> bool:
@@ -201,11 +216,11 @@ def has_jvp(derived: Derived) -> bool:
 
 def _jvp_context(
     derived: Derived, printer: TorchPrinter, names: BackwardNames, namer: Namer
-) -> dict[str, Any]:
+) -> Jvp | None:
     """The jvp staticmethod: tangent parameters, statements and the output tangents."""
     jvp = derived.jvp
     if jvp is None or not has_jvp(derived):
-        return {"jvp": None}
+        return None
     parameters = [
         printer.doprint(t) if t is not None else namer.fresh(f"_tangent_{i.name}")
         for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
@@ -227,25 +242,22 @@ def _jvp_context(
     facts = {a.target for a in derived.shape_facts}
     read = set().union(*(a.expr.free_symbols for a in jvp.statements))
     read |= set().union(*(t.free_symbols for t in jvp.outputs if t is not None))
-    return {
-        "jvp": {
-            "parameters": parameters,
-            "saved_tensors": [printer.doprint(s) for s in jvp.saved_tensors],
-            "lines": [_statement(a, printer) for a in jvp.statements],
-            "returns": returns,
-            "output_shapes": shapes,
-            "filled": filled,
-            "tangent_inputs": [
-                i.name
-                for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True)
-                if t is not None
-            ],
-            "reads_shape_facts": bool(facts & read),
-        },
-        "output_shapes_attribute": names.output_shapes_attribute,
-        "tangent_shapes_attribute": "tangent_shapes",
-        "traceable_class": namer.fresh(f"_{derived.spec.name}Traceable"),
-    }
+    tangent_inputs = (
+        i.name for t, i in zip(jvp.tangents, derived.spec.inputs, strict=True) if t is not None
+    )
+    return Jvp(
+        parameters=tuple(parameters),
+        saved_tensors=tuple(printer.doprint(s) for s in jvp.saved_tensors),
+        lines=tuple(_statement(a, printer) for a in jvp.statements),
+        returns=tuple(returns),
+        output_shapes=tuple(shapes),
+        filled=tuple(filled),
+        tangent_inputs=tuple(tangent_inputs),
+        reads_shape_facts=bool(facts & read),
+        output_shapes_attribute=names.output_shapes_attribute,
+        tangent_shapes_attribute="tangent_shapes",
+        traceable_class=namer.fresh(f"_{derived.spec.name}Traceable"),
+    )
 
 
 def _output_tangent(

@@ -20,6 +20,7 @@ from symgrad.ad.ir import Derived
 from symgrad.backends.base import GeneratedFiles
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.arithmetic import UnprintableError
+from symgrad.backends.python.contexts import as_template_variables
 from symgrad.backends.python.module_context import module_context
 from symgrad.backends.python.names import condition_temporaries, small_symbols, temporary_names
 from symgrad.backends.python.printer import TorchPrinter
@@ -48,7 +49,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
             f"cannot generate the backward of {outputs}: {error}",
             "outputs",
         ) from None
-    module = _format(_template("function.py.jinja").render(context))
+    module = _format(_template("function.py.jinja").render(as_template_variables(context)))
     test = _format(_template("test_function.py.jinja").render(test_context))
     return GeneratedFiles(
         spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}

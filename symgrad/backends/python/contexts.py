@@ -1,0 +1,119 @@
+"""The typed contexts the Python templates lay out: frozen dataclasses of printed strings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+def as_template_variables(context: Any) -> dict[str, Any]:
+    """A context's fields as the template's top-level names."""
+    return {f.name: getattr(context, f.name) for f in fields(context)}
+
+
+@dataclass(frozen=True)
+class Block:
+    """Statements that run under one guard: `if need_a or need_b:`."""
+
+    guard: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OutputPart:
+    """The blocks that run when one output's incoming gradient `grad` exists."""
+
+    grad: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class CustomOp:
+    """The operator `symgrad::<module>`: its name, Python function and parameters."""
+
+    name: str
+    function: str
+    parameters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fused:
+    """Fused mode: the compiled bodies' names and what the backward body reads."""
+
+    compiled: str
+    use_compiled: str
+    arguments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Jvp:
+    """The jvp staticmethod, and the class without it that torch.compile traces."""
+
+    parameters: tuple[str, ...]
+    saved_tensors: tuple[str, ...]
+    lines: tuple[str, ...]
+    returns: tuple[str, ...]
+    output_shapes: tuple[str, ...]
+    # The tangent parameters that may be None (filled with zeros first).
+    filled: tuple[str, ...]
+    tangent_inputs: tuple[str, ...]
+    reads_shape_facts: bool
+    output_shapes_attribute: str
+    tangent_shapes_attribute: str
+    traceable_class: str
+
+
+@dataclass(frozen=True)
+class ModuleContext:
+    """Everything function.py.jinja lays out, printed and named."""
+
+    version: str
+    header: tuple[str, ...]
+    summary: str
+    # Readable formulas for the module docstring: "forward" and "derivatives" lines.
+    formulas: Mapping[str, list[str]]
+    class_name: str
+    function_name: str
+    doc: str
+    parameters: tuple[str, ...]
+    input_names: tuple[str, ...]
+    return_annotation: str
+    forward_annotation: str
+    forward: tuple[str, ...]
+    outputs: tuple[str, ...]
+    public_outputs: tuple[str, ...]
+    residuals: tuple[str, ...]
+    shape_facts: tuple[str, ...]
+    shape_fact_names: tuple[str, ...]
+    shape_facts_attribute: str
+    # The module's helper functions by role (sum_to, reduced_shape, ...), named freshly.
+    helpers: Mapping[str, str]
+    uses_reduced_shape: bool
+    uses_count: bool
+    uses_math: bool
+    non_differentiable: tuple[str, ...]
+    saved_tensors: tuple[str, ...]
+    saved_numbers: tuple[str, ...]
+    saved_shapes: tuple[str, ...]
+    shape_names: tuple[str, ...]
+    shapes_attribute: str
+    numbers_attribute: str
+    several_outputs: bool
+    # `need_x, _, need_y,`: the left side that unpacks ctx.needs_input_grad.
+    needs: str
+    input_grads: tuple[str, ...]
+    prelude: tuple[Block, ...]
+    backward: tuple[OutputPart, ...]
+    grad_output_names: tuple[str, ...]
+    returns: tuple[str, ...]
+    jvp: Jvp | None
+    fused: Fused | None
+    custom_op: CustomOp | None
+    reduce_helper: str
+    inputs_parameter: str
+    output_parameter: str
+    accumulate_helper: str
+    # The template's own locals, named so that no spec name can shadow them.
+    local_function: str
+    local_body: str
