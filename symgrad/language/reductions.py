@@ -136,6 +136,9 @@ def reduce(
 class Unsqueeze(sympy.Function):
     """`value` with size-1 dimensions put back where a reduction without keepdim removed them."""
 
+    # How formulas for people (docstrings, `symgrad show`) spell it.
+    name = "unsqueeze"
+
     @classmethod
     def eval(cls, *args: Any) -> None:
         return None
@@ -173,6 +176,9 @@ class ShapeFact(sympy.Function):
 
 class Count(ShapeFact):
     """`Count(argument, *dims)`: how many elements of `argument` a mean over `dims` combines."""
+
+    # How formulas for people (docstrings, `symgrad show`) spell it.
+    name = "numel"
 
     @property
     def dims(self) -> tuple[int, ...] | None:

@@ -19,16 +19,10 @@ from symgrad.ad.derive import derive
 from symgrad.ad.ir import Derived
 from symgrad.frontend.model import Input, Output, Spec
 from symgrad.language.piecewise import Where
-from symgrad.language.reductions import Count, Shapes, SumTo, Unsqueeze, reduce, summed_reduction
+from symgrad.language.reductions import Shapes, SumTo, reduce, summed_reduction
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"
-
-# The backward's shape helpers -> names to show (language functions carry their `name`).
-_SPEC_SPELLINGS = {
-    Count: "numel",
-    Unsqueeze: "unsqueeze",
-}
 
 
 def describe(spec: Spec, *, latex: bool = False, width: int = 100) -> str:
@@ -224,10 +218,13 @@ def _recomputed(derived: Derived) -> list[str]:
 
 
 def _spec_name(expr: Any) -> str | None:
-    """The name a spec uses for this function, where it differs from the class name."""
-    name = _SPEC_SPELLINGS.get(type(expr))
-    spelled = getattr(type(expr), "name", None)  # reductions carry their language name
-    return name or (spelled if isinstance(spelled, str) else None)
+    """The name a spec uses for this function, where it differs from the class name.
+
+    The language's nodes carry it as `name` (reductions, kinks, the backward's shape
+    helpers); the docstrings of the Python backend print the same.
+    """
+    spelled = getattr(type(expr), "name", None)
+    return spelled if isinstance(spelled, str) else None
 
 
 def _keywords(expr: Any) -> list[sympy.Basic] | None:

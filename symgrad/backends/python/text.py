@@ -135,11 +135,11 @@ class _ReadablePrinter(StrPrinter):
 
     def _print_Unsqueeze(self, expr: Any) -> str:
         dims = ", ".join(str(d) for d in expr.dims)
-        return f"unsqueeze({self._print(expr.args[0])}, {dims})"
+        return f"{expr.name}({self._print(expr.args[0])}, {dims})"
 
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
-        return f"numel({self._print(expr.argument)}{dims})"
+        return f"{expr.name}({self._print(expr.argument)}{dims})"
 
 
 def _wrap_formula(line: str) -> list[str]:
