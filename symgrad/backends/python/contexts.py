@@ -117,3 +117,48 @@ class ModuleContext:
     # The template's own locals, named so that no spec name can shadow them.
     local_function: str
     local_body: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """How the test draws one input: a tensor's shape and interval, or a number's value."""
+
+    name: str
+    tensor: bool
+    shape: str = ""
+    low: str = ""
+    high: str = ""
+    requires_grad: bool = False
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class TestContext:
+    """Everything test_function.py.jinja lays out, printed and named."""
+
+    # Not a test class, though pytest would collect one named Test* from this module.
+    __test__ = False
+
+    version: str
+    header: tuple[str, ...]
+    class_name: str
+    function_name: str
+    module: str
+    samples: tuple[Sample, ...]
+    input_names: tuple[str, ...]
+    # The plain formula, statement by statement, for autograd to differentiate.
+    reference: tuple[str, ...]
+    boundaries: tuple[str, ...]
+    overridden: tuple[str, ...]
+    gradcheck_inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    uses_math: bool
+    has_gradients: bool
+    fused: bool
+    custom_op: CustomOp | None
+    has_jvp: bool
+    test_doc: str
+    differentiable_outputs: tuple[str, ...]
+    low_precision: tuple[str, ...]
+    tolerances: str
+    points: int

@@ -50,7 +50,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
             "outputs",
         ) from None
     module = _format(_template("function.py.jinja").render(as_template_variables(context)))
-    test = _format(_template("test_function.py.jinja").render(test_context))
+    test = _format(_template("test_function.py.jinja").render(as_template_variables(test_context)))
     return GeneratedFiles(
         spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}
     )

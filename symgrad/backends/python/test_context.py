@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import sympy
 from sympy.core.relational import Relational
 
 from symgrad.ad import guards
 from symgrad.ad.ir import Derived, Namer
+from symgrad.backends.python.contexts import Sample, TestContext
 from symgrad.backends.python.module_context import custom_op_context, has_jvp
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, header
@@ -99,30 +99,13 @@ def _sample_number(item: Input, rng: random.Random) -> str:
     return repr(round(rng.uniform(low, high), 3))
 
 
-def test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[str, Any]:
+def test_context(derived: Derived, printer: TorchPrinter, version: str) -> TestContext:
+    """Print the plain formula and choose the samples test_function.py.jinja checks with."""
     spec = derived.spec
-    rng = random.Random(spec.name)
-    shape = default_shape(spec)
-    samples = []
-    for item in spec.inputs:
-        if item.is_tensor:
-            low, high = default_domain(item)
-            samples.append(
-                {
-                    "name": item.name,
-                    "tensor": True,
-                    "shape": repr(shape if item.shape is None else tuple(item.shape)),
-                    "low": repr(low),
-                    "high": repr(high),
-                    "requires_grad": item.differentiable,
-                }
-            )
-        else:
-            value = item.default if item.default is not None else _sample_number(item, rng)
-            samples.append({"name": item.name, "tensor": False, "value": str(value)})
-    test_values = {str(s["name"]): str(s["value"]) for s in samples if not s["tensor"]}
+    samples = _samples(spec)
+    test_values = {s.name: s.value for s in samples if not s.tensor}
     # The formula as written, with torch's own relu, maximum and clamp, and untaken
-    # branches guarded so that autograd of torch.where gives no NaN (symgrad.language.piecewise).
+    # branches guarded so that autograd of torch.where gives no NaN (symgrad.ad.guards).
     tensors = derived.tensor_symbols
 
     def plain(expr: sympy.Expr) -> str:
@@ -135,35 +118,55 @@ def test_context(derived: Derived, printer: TorchPrinter, version: str) -> dict[
     ]
     reference += _overridden_reference(spec, printer)
     overridden = unique_names(o.input.name for o in spec.overrides)
-    return {
-        "version": version,
-        "header": header(escape_comment(spec.source), version),
-        "class_name": spec.name,
-        "function_name": spec.module,
-        "module": spec.module,
-        "samples": samples,
-        "input_names": [i.name for i in spec.inputs],
-        "reference": reference,
-        "boundaries": [f"({name!r}, {value})" for name, value in _boundaries(spec, test_values)],
-        "overridden": overridden,
-        "gradcheck_inputs": [
+    return TestContext(
+        version=version,
+        header=tuple(header(escape_comment(spec.source), version)),
+        class_name=spec.name,
+        function_name=spec.module,
+        module=spec.module,
+        samples=samples,
+        input_names=tuple(i.name for i in spec.inputs),
+        reference=tuple(reference),
+        boundaries=tuple(f"({name!r}, {value})" for name, value in _boundaries(spec, test_values)),
+        overridden=tuple(overridden),
+        gradcheck_inputs=tuple(
             i.name for i in spec.differentiable_inputs if i.name not in overridden
-        ],
-        "outputs": [o.name for o in spec.outputs],
-        "uses_math": printer.uses_math,
-        "has_gradients": any(part.gradients for part in derived.backward),
-        "fused": spec.mode == "fused",
-        "custom_op": custom_op_context(derived, Namer(derived.names)) if spec.custom_op else None,
-        "has_jvp": has_jvp(derived),
-        "test_doc": docstring(
+        ),
+        outputs=tuple(o.name for o in spec.outputs),
+        uses_math=printer.uses_math,
+        has_gradients=any(part.gradients for part in derived.backward),
+        fused=spec.mode == "fused",
+        custom_op=custom_op_context(derived, Namer(derived.names)) if spec.custom_op else None,
+        has_jvp=has_jvp(derived),
+        test_doc=docstring(
             f"Check {spec.name} with gradcheck and against autograd of the plain formula.",
             indent=0,
         ),
-        "differentiable_outputs": [str(n) for n, o in enumerate(spec.outputs) if o.differentiable],
-        "low_precision": _low_precision(spec),
-        "tolerances": _tolerances(spec),
-        "points": spec.checks.points,
-    }
+        differentiable_outputs=tuple(
+            str(n) for n, o in enumerate(spec.outputs) if o.differentiable
+        ),
+        low_precision=tuple(_low_precision(spec)),
+        tolerances=_tolerances(spec),
+        points=spec.checks.points,
+    )
+
+
+def _samples(spec: Spec) -> tuple[Sample, ...]:
+    """Each input's draw: tensors over their domains, numbers at their default or at random."""
+    rng = random.Random(spec.name)
+    shape = default_shape(spec)
+    samples = []
+    for item in spec.inputs:
+        if item.is_tensor:
+            low, high = default_domain(item)
+            declared = shape if item.shape is None else tuple(item.shape)
+            samples.append(
+                Sample(item.name, True, repr(declared), repr(low), repr(high), item.differentiable)
+            )
+        else:
+            value = item.default if item.default is not None else _sample_number(item, rng)
+            samples.append(Sample(item.name, False, value=str(value)))
+    return tuple(samples)
 
 
 # The largest finite float16: a test domain beyond it overflows when sampled.
