@@ -14,16 +14,15 @@ from bench.cases import Fn
 from bench.opcount import OpCounts, count_ops
 
 # Note [fused hook]
-# The spec line that asks symgrad for its fused mode. While symgrad refuses it (a SpecError
-# for the unknown key), the bench's "fused" column is a placeholder: torch.compile of the
-# eager generated function's call. Once the generator accepts the option, the same column
-# times symgrad's own fused Function, called eagerly, with no change here. If the option is
-# spelled differently when it lands, change this line only.
+# The spec line that asks symgrad for its fused mode (`mode: fused`: forward and backward
+# each compiled once with torch.compile). The bench's "fused" column appends it to a
+# case's spec and times that Function, called eagerly; a spec the generator refuses in
+# fused mode leaves the column empty.
 FUSED_SPEC_LINE = "mode: fused"
 
 
 class UnsupportedSpecError(Exception):
-    """This version of symgrad cannot load or generate the spec (e.g. no reductions yet)."""
+    """symgrad refuses the spec (a SpecError): the case is reported, not timed."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def generate_case(spec_path: Path, workdir: Path, suffix: str = "") -> Generated
 
 
 def generate_fused(spec_path: Path, workdir: Path) -> Generated | None:
-    """The spec's Function in symgrad's fused mode, or None while symgrad has no such mode."""
+    """The spec's Function in symgrad's fused mode, or None where symgrad refuses it."""
     fused_spec = workdir / f"{spec_path.stem}_fused.yaml"
     text = spec_path.read_text(encoding="utf-8").rstrip("\n")
     fused_spec.write_text(f"{text}\n{FUSED_SPEC_LINE}\n", encoding="utf-8")

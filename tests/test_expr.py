@@ -410,7 +410,7 @@ def test_too_many_nodes() -> None:
     assert message.endswith(f": expression has more than {MAX_EXPRESSION_NODES} parts")
 
 
-# --- constants that float64 code cannot hold (FINDINGS: all accepted or crashing) --------
+# --- constants that float64 code cannot hold: refused with their column ------------------
 
 
 @pytest.mark.parametrize(
