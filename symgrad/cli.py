@@ -20,7 +20,7 @@ from pathlib import Path
 from symgrad.api import display_path, generate, load_spec
 from symgrad.backends import registry
 from symgrad.errors import SpecError
-from symgrad.frontend.parse import snake_case
+from symgrad.frontend.names import snake_case
 from symgrad.frontend.starter import starter_spec
 from symgrad.present.show import describe
 from symgrad.progress import Progress

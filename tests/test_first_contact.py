@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from symgrad.api import spec_from_dict
-from symgrad.frontend.parse import snake_case
+from symgrad.frontend.names import snake_case
 from tests.conftest import REPO_ROOT
 
 SYMGRAD = [sys.executable, "-m", "symgrad"]

@@ -17,7 +17,7 @@ import torch
 
 import symgrad
 from symgrad.frontend.expr import is_function_name
-from symgrad.frontend.parse import RESERVED_NAMES
+from symgrad.frontend.names import RESERVED_NAMES
 
 SPECS: list[dict[str, Any]] = [
     {
