@@ -1,7 +1,8 @@
-"""The one error type of symgrad: a message tied to a place in a spec file."""
+"""symgrad's errors: a message tied to a place in a spec file, and the hint for a misspelling."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -49,3 +50,14 @@ class InternalError(SpecError):
             f"internal error: {detail[:300]} (a bug in symgrad: please report it " "with this spec)"
         )
         super().__init__(location, message)
+
+
+def did_you_mean(name: str, candidates: object, count: int = 1) -> str:
+    """Return ' (did you mean X?)', or ' (did you mean X, Y or Z?)', for the closest
+    candidates (at most `count`), or ''."""
+    names = sorted(str(c) for c in candidates)  # type: ignore[attr-defined]
+    close = [repr(c) for c in difflib.get_close_matches(name, names, n=count)]
+    if not close:
+        return ""
+    listed = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f" (did you mean {listed}?)"

@@ -29,7 +29,7 @@ import torch
 
 from symgrad.api import load_module
 from symgrad.errors import SpecError
-from symgrad.frontend.expr import function_names
+from symgrad.language.names import function_names
 
 DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
 

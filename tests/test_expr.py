@@ -18,9 +18,9 @@ from symgrad.frontend.expr import (
     MAX_EXPRESSION_CHARS,
     MAX_EXPRESSION_DEPTH,
     MAX_EXPRESSION_NODES,
-    from_sympy,
     parse_expression,
 )
+from symgrad.frontend.from_sympy import from_sympy
 from symgrad.language import functions, piecewise
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import symgrad
-from symgrad.frontend.expr import is_function_name
 from symgrad.frontend.names import RESERVED_NAMES
+from symgrad.language.names import is_function_name
 
 SPECS: list[dict[str, Any]] = [
     {

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from symgrad.errors import SpecError
-from symgrad.frontend import expr as expressions
+from symgrad.errors import SpecError, did_you_mean
 from symgrad.frontend import fields as read
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import LOW_PRECISION_DTYPES, TEST_DTYPES, Checks, Input, Tolerance
@@ -45,7 +44,7 @@ def parse_checks(node: Node | None, inputs: tuple[Input, ...]) -> tuple[Checks, 
 def _dtype(node: Node, path: str, allowed: tuple[str, ...]) -> str:
     name = node.value
     if not isinstance(name, str) or name not in allowed:
-        hint = expressions.did_you_mean(str(name), allowed)
+        hint = did_you_mean(str(name), allowed)
         message = f"unknown dtype {name!r}{hint}; expected one of: {', '.join(allowed)}"
         if name == "float64":
             message = "float64 is always checked (gradcheck needs it); list the others"
@@ -125,7 +124,7 @@ def _with_sampling(
         item = by_name.get(name)
         if item is None or not item.is_tensor:
             tensors = [i.name for i in inputs if i.is_tensor]
-            hint = expressions.did_you_mean(name, tensors)
+            hint = did_you_mean(name, tensors)
             raise SpecError(location, f"{name!r} is not a tensor input{hint}", path)
         if getattr(item, key) is not None:
             message = f"inputs.{name}.{key} already gives {name}'s test {key}; give it once"

@@ -9,7 +9,6 @@ Size, depth and constant magnitude are bounded so that no input can hang the too
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 from collections.abc import Mapping
 
@@ -17,8 +16,10 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 
-from symgrad.errors import Location, SpecError
-from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.errors import Location, SpecError, did_you_mean
+from symgrad.frontend import calls
+from symgrad.language import functions, piecewise
+from symgrad.language.names import is_function_name
 
 # Bounds that keep parsing and later symbolic work finite for any input.
 MAX_EXPRESSION_CHARS = 20_000
@@ -26,8 +27,6 @@ MAX_EXPRESSION_NODES = 10_000
 MAX_EXPRESSION_DEPTH = 100
 # Largest exact constant (in bits); a float64 holds up to 2**1024.
 MAX_CONSTANT_BITS = 1000
-# torch tensors have at most 64 dimensions.
-_MAX_DIM = 64
 
 # Constants of the language; a declared name of the same spelling shadows them.
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
@@ -44,17 +43,6 @@ _COMPARISONS: dict[type[ast.cmpop], type[Relational]] = {
 }
 
 _BINARY_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
-
-
-def did_you_mean(name: str, candidates: object, count: int = 1) -> str:
-    """Return ' (did you mean X?)', or ' (did you mean X, Y or Z?)', for the closest
-    candidates (at most `count`), or ''."""
-    names = sorted(str(c) for c in candidates)  # type: ignore[attr-defined]
-    close = [repr(c) for c in difflib.get_close_matches(name, names, n=count)]
-    if not close:
-        return ""
-    listed = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
-    return f" (did you mean {listed}?)"
 
 
 class _Builder:
@@ -228,162 +216,7 @@ class _Builder:
         return value
 
     def build_Call(self, node: ast.Call, depth: int) -> sympy.Expr:
-        if not isinstance(node.func, ast.Name):
-            raise self.error(node.func, "only functions of the language can be called")
-        spelling = node.func.id
-        if spelling in self.symbols:
-            raise self.error(node.func, f"{spelling!r} is not a function")
-        if not is_function_name(spelling):
-            hint = did_you_mean(spelling, _distinct_functions(spelling), count=3)
-            raise self.error(node.func, f"unknown function {spelling!r}{hint}")
-        if spelling in reductions.REDUCTIONS:
-            return self.reduction_call(node, spelling, depth)
-        if spelling in reductions.NORMALIZATIONS:
-            return self.normalization_call(node, spelling, depth)
-        if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
-            return self.activation_call(node, spelling, depth)
-        if node.keywords:
-            raise self.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
-        name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
-        if name == "Piecewise":
-            return self.piecewise_call(node, depth)
-        if name in piecewise.CONDITIONAL_FUNCTIONS:
-            return self.conditional_call(node, name, depth)
-        info = functions.FUNCTIONS[functions.SPELLINGS[spelling]]
-        if len(node.args) != info.arity:
-            raise self.error(node.func, _arity_message(info.name, info.arity, len(node.args)))
-        args = [self.value(arg, depth) for arg in node.args]
-        # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
-        return self.checked_constant(node, functions.call(spelling, *args))
-
-    def reduction_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
-        """sum, mean or logsumexp(e, dim=None, keepdim=False), with torch's meaning."""
-        parameters = ("dim", "keepdim")
-        if not 1 <= len(node.args) <= 3:
-            message = f"{name}() takes an expression, then dim and keepdim, got {len(node.args)}"
-            raise self.error(node.func, message + " arguments")
-        given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
-        for keyword in node.keywords:
-            if keyword.arg not in parameters:
-                hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
-                raise self.error(keyword, f"{name}() has no argument {keyword.arg!r}{hint}")
-            if keyword.arg in given:
-                raise self.error(keyword, f"{name}() got {keyword.arg!r} twice")
-            given[keyword.arg] = keyword.value
-        argument = self.value(node.args[0], depth)
-        dims = self.dims(given["dim"], name) if "dim" in given else None
-        keepdim = self.keepdim(given["keepdim"], name) if "keepdim" in given else False
-        return reductions.reduce(name, argument, dims, keepdim)
-
-    def activation_call(self, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:
-        """An activation: its input, then number parameters by position or torch's keyword."""
-        cls = activations.ACTIVATIONS[activations.ACTIVATION_ALIASES.get(spelling, spelling)]
-        names = [keyword for keyword, _ in cls.parameters]
-        keywords = [k for k in node.keywords if not (cls.name == "gelu" and k.arg == "approximate")]
-        for keyword in set(node.keywords) - set(keywords):
-            cls = activations.ACTIVATIONS[self.gelu_approximation(keyword)]
-        if not 1 <= len(node.args) <= 1 + len(names):
-            count = f"1 to {1 + len(names)} arguments" if names else "1 argument"
-            message = f"{spelling}() takes {count}, got {len(node.args)}"
-            raise self.error(node.func, message)
-        given: dict[str, ast.AST] = dict(zip(names, node.args[1:], strict=False))
-        for keyword in keywords:
-            if keyword.arg not in names:
-                hint = did_you_mean(str(keyword.arg), names) if keyword.arg else ""
-                raise self.error(keyword, f"{spelling}() has no argument {keyword.arg!r}{hint}")
-            if keyword.arg in given:
-                raise self.error(keyword, f"{spelling}() got {keyword.arg!r} twice")
-            given[keyword.arg] = keyword.value
-        values = tuple(
-            self.value(given[name], depth) if name in given else sympy.Float(default)
-            for name, default in cls.parameters
-        )
-        problem = cls.check_parameters(values)
-        if problem is not None:
-            raise self.error(node, problem)
-        return cls(self.value(node.args[0], depth), *values)
-
-    def gelu_approximation(self, keyword: ast.keyword) -> str:
-        """gelu's `approximate="none"` or `"tanh"`, as torch spells it."""
-        value = keyword.value
-        choice = value.value if isinstance(value, ast.Constant) else None
-        if choice not in activations.GELU_APPROXIMATIONS:
-            raise self.error(value, 'gelu() approximate must be "none" or "tanh"')
-        return activations.GELU_APPROXIMATIONS[choice]
-
-    def normalization_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
-        """softmax or log_softmax(e, dim), with torch's meaning; dim is required."""
-        if len(node.args) not in (1, 2):
-            message = f"{name}() takes an expression and a dim, got {len(node.args)} arguments"
-            raise self.error(node.func, message)
-        given: dict[str, ast.AST] = dict(zip(("dim",), node.args[1:], strict=False))
-        for keyword in node.keywords:
-            if keyword.arg != "dim" or "dim" in given:
-                raise self.error(keyword, f"{name}() takes one keyword argument, dim")
-            given["dim"] = keyword.value
-        if "dim" not in given:
-            raise self.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
-        argument = self.value(node.args[0], depth)
-        return reductions.normalize(name, argument, self.small_integer(given["dim"], name))
-
-    def dims(self, node: ast.AST, name: str) -> tuple[int, ...] | None:
-        """`dim=`: None, an integer, or a list or tuple of distinct integers of one sign."""
-        if isinstance(node, ast.Constant) and node.value is None:
-            return None
-        items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
-        dims = tuple(self.small_integer(item, name) for item in items)
-        if not dims:
-            raise self.error(node, f"{name}() needs at least one dim (or dim=None for all)")
-        if len(set(dims)) != len(dims):
-            raise self.error(node, f"{name}() lists a dim twice")
-        if min(dims) < 0 <= max(dims):
-            raise self.error(
-                node, f"{name}() dims must be all negative or all non-negative, got {list(dims)}"
-            )
-        return dims
-
-    def small_integer(self, node: ast.AST, name: str) -> int:
-        """An integer literal such as 1 or -1, for a dimension."""
-        sign = 1
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            sign, node = -1, node.operand
-        value = node.value if isinstance(node, ast.Constant) else None
-        if isinstance(value, bool) or not isinstance(value, int) or value > _MAX_DIM:
-            raise self.error(node, f"{name}() dim must be an integer or a list of integers")
-        return sign * value
-
-    def keepdim(self, node: ast.AST, name: str) -> bool:
-        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            return node.value
-        raise self.error(node, f"{name}() keepdim must be True or False")
-
-    def piecewise_call(self, node: ast.Call, depth: int) -> sympy.Expr:
-        """sympy's Piecewise((a, cond), ..., (z, True)) as nested where()."""
-        cases = []
-        for case in node.args:
-            if not (isinstance(case, ast.Tuple) and len(case.elts) == 2):
-                raise self.error(case, "Piecewise takes (value, condition) pairs")
-            value_node, condition_node = case.elts
-            is_otherwise = isinstance(condition_node, ast.Constant) and condition_node.value is True
-            condition = sympy.true if is_otherwise else self.condition(condition_node, depth)
-            cases.append((self.value(value_node, depth), condition))
-        if not cases or cases[-1][1] is not sympy.true:
-            raise self.error(node.func, "Piecewise needs a last case (value, True)")
-        result = cases[-1][0]
-        for value, condition in reversed(cases[:-1]):
-            result = piecewise.where(condition, value, result)
-        return result
-
-    def conditional_call(self, node: ast.Call, name: str, depth: int) -> sympy.Expr:
-        """where(cond, a, b), relu, max, min or clamp."""
-        arity, build = piecewise.CONDITIONAL_FUNCTIONS[name]
-        if len(node.args) != arity:
-            raise self.error(node.func, _arity_message(name, arity, len(node.args)))
-        if name == "where":
-            cond = self.condition(node.args[0], depth)
-            values = [self.value(arg, depth) for arg in node.args[1:]]
-            return build(cond, *values)
-        return build(*(self.value(arg, depth) for arg in node.args))
+        return calls.build_call(self, node, depth)
 
 
 _DESCRIPTIONS: dict[type[ast.AST], str] = {
@@ -422,41 +255,6 @@ _OPERATOR_SPELLINGS: dict[type[ast.AST], str] = {
     ast.Not: "not",
     ast.Invert: "~",
 }
-
-
-def _arity_message(name: str, arity: int, given: int) -> str:
-    plural = "s" if arity != 1 else ""
-    return f"{name}() takes {arity} argument{plural}, got {given}"
-
-
-def function_names() -> list[str]:
-    """Every function spelling the language accepts."""
-    return [
-        *functions.SPELLINGS,
-        *piecewise.CONDITIONAL_FUNCTIONS,
-        *piecewise.CONDITIONAL_ALIASES,
-        *reductions.REDUCTIONS,
-        *reductions.NORMALIZATIONS,
-        *activations.ACTIVATIONS,
-        *activations.ACTIVATION_ALIASES,
-        "Piecewise",
-    ]
-
-
-def _distinct_functions(name: str) -> list[str]:
-    """The spellings nearest `name`, one per function (not sigmoid's aliases next to it)."""
-    aliases = {
-        **functions.SPELLINGS,
-        **piecewise.CONDITIONAL_ALIASES,
-        **activations.ACTIVATION_ALIASES,
-    }
-    nearest = difflib.get_close_matches(name, function_names(), n=12)
-    by_function = {aliases.get(spelling, spelling): spelling for spelling in reversed(nearest)}
-    return list(by_function.values())
-
-
-def is_function_name(name: str) -> bool:
-    return name in function_names()
 
 
 def _describe(node: ast.AST) -> str:
@@ -511,78 +309,3 @@ def parse_expression(
         return builder.value(tree.body, depth=0)
     except RecursionError:
         raise SpecError(location, "expression is nested too deeply") from None
-
-
-def from_sympy(
-    expr: sympy.Basic, symbols: Mapping[str, sympy.Symbol], location: Location
-) -> sympy.Expr:
-    """Rebuild a user-given sympy expression over the spec's symbols and functions."""
-    if isinstance(expr, (int, float)) and not isinstance(expr, bool):
-        expr = sympy.sympify(expr)
-    if not isinstance(expr, sympy.Basic):
-        raise SpecError(location, f"expected an expression, got {type(expr).__name__}")
-    if isinstance(expr, sympy.Symbol):
-        if expr.name not in symbols:
-            hint = did_you_mean(expr.name, symbols)
-            raise SpecError(location, f"unknown name {expr.name!r}{hint}")
-        return symbols[expr.name]
-    if isinstance(expr, sympy.NumberSymbol) and expr in (sympy.pi, sympy.E):
-        return expr
-    if isinstance(expr, sympy.Number):
-        if not expr.is_finite:
-            raise SpecError(location, f"constant {expr} is not a finite number")
-        return expr
-    if isinstance(expr, sympy.Piecewise):
-        return _from_sympy_piecewise(expr, symbols, location)
-    if isinstance(expr, (sympy.Max, sympy.Min)) and len(expr.args) == 2:
-        kind = piecewise.Maximum if isinstance(expr, sympy.Max) else piecewise.Minimum
-        result: sympy.Expr = kind(*(from_sympy(a, symbols, location) for a in expr.args))
-        return result
-    if isinstance(expr, piecewise.Kink):
-        return type(expr)(*(from_sympy(a, symbols, location) for a in expr.args))
-    if isinstance(expr, sympy.Function) and type(expr).__name__ in functions.SPELLINGS:
-        info = functions.FUNCTIONS[functions.SPELLINGS[type(expr).__name__]]
-        if len(expr.args) != info.arity:
-            raise SpecError(location, _arity_message(info.name, info.arity, len(expr.args)))
-    elif not isinstance(expr, (sympy.Add, sympy.Mul, sympy.Pow)):
-        raise SpecError(location, f"unsupported sympy expression {type(expr).__name__}: {expr}")
-    args = [from_sympy(arg, symbols, location) for arg in expr.args]
-    if isinstance(expr, sympy.Add):
-        return sympy.Add(*args)
-    if isinstance(expr, sympy.Mul):
-        return sympy.Mul(*args)
-    if isinstance(expr, sympy.Pow):
-        return functions.call("exp", args[1]) if args[0] == sympy.E else sympy.Pow(*args)
-    if isinstance(expr, sympy.sinc):  # sympy's is sin(x)/x; the language's is torch's
-        return functions.call("sinc", args[0] / sympy.pi)
-    return functions.call(type(expr).__name__, *args)
-
-
-def _from_sympy_piecewise(
-    expr: sympy.Piecewise, symbols: Mapping[str, sympy.Symbol], location: Location
-) -> sympy.Expr:
-    """sympy's Piecewise as nested where(); it must end with a (value, True) case."""
-    *cases, (last_value, last_condition) = expr.args
-    if last_condition is not sympy.true:
-        raise SpecError(location, "Piecewise needs a last case (value, True)")
-    result = from_sympy(last_value, symbols, location)
-    for value, condition in reversed(cases):
-        result = piecewise.where(
-            _condition_from_sympy(condition, symbols, location),
-            from_sympy(value, symbols, location),
-            result,
-        )
-    return result
-
-
-def _condition_from_sympy(
-    condition: sympy.Basic, symbols: Mapping[str, sympy.Symbol], location: Location
-) -> sympy.Basic:
-    if isinstance(condition, Relational):
-        lhs, rhs = (from_sympy(side, symbols, location) for side in condition.args)
-        return piecewise.compare(type(condition), lhs, rhs)
-    if isinstance(condition, (sympy.And, sympy.Or, sympy.Not)):
-        return type(condition)(
-            *(_condition_from_sympy(a, symbols, location) for a in condition.args)
-        )
-    raise SpecError(location, f"unsupported condition {type(condition).__name__}: {condition}")

@@ -10,8 +10,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from symgrad.errors import Location, SpecError
-from symgrad.frontend import expr as expressions
+from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend.loader import Node
 
 # A reader of one typed value: (node, path for errors) -> value.
@@ -50,7 +49,7 @@ class Section:
     def _refuse_unknown(self, keys: Iterable[str]) -> None:
         for key in keys:
             assert self.node.key_locations is not None
-            hint = expressions.did_you_mean(key, self.allowed)
+            hint = did_you_mean(key, self.allowed)
             allowed = ", ".join(self.allowed)
             raise SpecError(
                 self.node.key_locations[key],

@@ -9,9 +9,9 @@ import keyword
 import re
 
 from symgrad.errors import Location, SpecError
-from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
 from symgrad.frontend.loader import Node
+from symgrad.language.names import is_function_name
 
 # Names the generated code itself uses at module or function scope.
 RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
@@ -95,7 +95,7 @@ def check_name(name: str, location: Location, path: str, class_name: str) -> Non
         raise SpecError(location, f"{name!r} is a Python keyword", path)
     if name in RESERVED_NAMES:
         raise SpecError(location, reserved_message(name), path)
-    if expressions.is_function_name(name):
+    if is_function_name(name):
         raise SpecError(location, f"{name!r} is a function of the language", path)
     if name == class_name:
         raise SpecError(location, f"{name!r} is the name of the class", path)

@@ -13,11 +13,12 @@ from typing import Any
 import sympy
 from sympy.core.facts import InconsistentAssumptions
 
-from symgrad.errors import Location, SpecError
+from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
 from symgrad.frontend import names
 from symgrad.frontend.checks import parse_checks
+from symgrad.frontend.from_sympy import from_sympy
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import (
     GradientOverride,
@@ -109,7 +110,7 @@ def parse_spec(root: Node, source: str) -> Spec:
 def _mode(node: Node) -> str:
     mode = read.string(node, "mode")
     if mode not in MODES:
-        hint = expressions.did_you_mean(mode, MODES)
+        hint = did_you_mean(mode, MODES)
         message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(MODES)}"
         raise SpecError(node.location, message, "mode")
     return mode
@@ -202,7 +203,7 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
 def _input_type(node: Node, path: str) -> InputType:
     allowed = [t.value for t in InputType]
     if not isinstance(node.value, str) or node.value not in allowed:
-        hint = expressions.did_you_mean(str(node.value), allowed)
+        hint = did_you_mean(str(node.value), allowed)
         raise SpecError(
             node.location,
             f"unknown type {node.value!r}{hint}; expected one of: {', '.join(allowed)}",
@@ -226,7 +227,7 @@ def _assumptions(node: Node | None, path: str) -> tuple[str, ...]:
     names = []
     for item in items:
         if not isinstance(item.value, str) or item.value not in ASSUMPTIONS:
-            hint = expressions.did_you_mean(str(item.value), ASSUMPTIONS)
+            hint = did_you_mean(str(item.value), ASSUMPTIONS)
             raise SpecError(
                 item.location,
                 f"unknown assumption {item.value!r}{hint}; expected: {', '.join(ASSUMPTIONS)}",
@@ -280,7 +281,7 @@ def _expression(
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
         raise SpecError(node.location, f"expected an expression, got {read.kind(node)}", path)
     try:
-        return expressions.from_sympy(value, symbols, node.location)
+        return from_sympy(value, symbols, node.location)
     except SpecError as error:
         raise SpecError(error.location, error.message, path) from None
 
@@ -369,7 +370,7 @@ def _parse_gradients(
         path = f"gradients.{output_name}"
         output = by_output.get(output_name)
         if output is None:
-            hint = expressions.did_you_mean(output_name, by_output) or (
+            hint = did_you_mean(output_name, by_output) or (
                 f"; outputs are: {', '.join(by_output)}"
             )
             message = f"unknown output {output_name!r}{hint}"
@@ -380,7 +381,7 @@ def _parse_gradients(
         for input_name, expr_node in read.mapping_entries(output_node, path):
             item = by_input.get(input_name)
             if item is None:
-                hint = expressions.did_you_mean(input_name, by_input) or (
+                hint = did_you_mean(input_name, by_input) or (
                     f"; inputs are: {', '.join(by_input)}"
                 )
                 message = f"unknown input {input_name!r}{hint}"

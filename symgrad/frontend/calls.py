@@ -1,0 +1,209 @@
+"""Calls in a spec's expressions: functions, reductions, activations and conditionals.
+
+Each call is checked argument by argument (count, keywords, dims) and built as the
+language's node. The expression walker (`symgrad.frontend.expr`) hands every `ast.Call`
+to `build_call`, passing itself as the `Walker` that builds arguments and points errors.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Protocol
+
+import sympy
+from sympy.logic.boolalg import Boolean
+
+from symgrad.errors import SpecError, did_you_mean
+from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.language.names import is_function_name, nearest_functions
+
+# torch tensors have at most 64 dimensions.
+_MAX_DIM = 64
+
+
+class Walker(Protocol):
+    """What the call builders need of the expression walker."""
+
+    symbols: Mapping[str, sympy.Symbol]
+
+    def error(self, node: ast.AST | None, message: str) -> SpecError: ...
+
+    def value(self, node: ast.AST, depth: int) -> sympy.Expr: ...
+
+    def condition(self, node: ast.AST, depth: int) -> Boolean: ...
+
+    def checked_constant(self, node: ast.AST, value: sympy.Expr) -> sympy.Expr: ...
+
+
+def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    if not isinstance(node.func, ast.Name):
+        raise walker.error(node.func, "only functions of the language can be called")
+    spelling = node.func.id
+    if spelling in walker.symbols:
+        raise walker.error(node.func, f"{spelling!r} is not a function")
+    if not is_function_name(spelling):
+        hint = did_you_mean(spelling, nearest_functions(spelling), count=3)
+        raise walker.error(node.func, f"unknown function {spelling!r}{hint}")
+    if spelling in reductions.REDUCTIONS:
+        return _reduction_call(walker, node, spelling, depth)
+    if spelling in reductions.NORMALIZATIONS:
+        return _normalization_call(walker, node, spelling, depth)
+    if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
+        return _activation_call(walker, node, spelling, depth)
+    if node.keywords:
+        raise walker.error(node.keywords[0], f"{spelling}() takes no keyword arguments")
+    name = piecewise.CONDITIONAL_ALIASES.get(spelling, spelling)
+    if name == "Piecewise":
+        return _piecewise_call(walker, node, depth)
+    if name in piecewise.CONDITIONAL_FUNCTIONS:
+        return _conditional_call(walker, node, name, depth)
+    info = functions.FUNCTIONS[functions.SPELLINGS[spelling]]
+    if len(node.args) != info.arity:
+        raise walker.error(node.func, arity_message(info.name, info.arity, len(node.args)))
+    args = [walker.value(arg, depth) for arg in node.args]
+    # sympy folds calls on float constants (exp(1.0)); refuse what is out of domain.
+    return walker.checked_constant(node, functions.call(spelling, *args))
+
+
+def _reduction_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """sum, mean or logsumexp(e, dim=None, keepdim=False), with torch's meaning."""
+    parameters = ("dim", "keepdim")
+    if not 1 <= len(node.args) <= 3:
+        message = f"{name}() takes an expression, then dim and keepdim, got {len(node.args)}"
+        raise walker.error(node.func, message + " arguments")
+    given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
+            raise walker.error(keyword, f"{name}() has no argument {keyword.arg!r}{hint}")
+        if keyword.arg in given:
+            raise walker.error(keyword, f"{name}() got {keyword.arg!r} twice")
+        given[keyword.arg] = keyword.value
+    argument = walker.value(node.args[0], depth)
+    dims = _dims(walker, given["dim"], name) if "dim" in given else None
+    keepdim = _keepdim(walker, given["keepdim"], name) if "keepdim" in given else False
+    return reductions.reduce(name, argument, dims, keepdim)
+
+
+def _activation_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:
+    """An activation: its input, then number parameters by position or torch's keyword."""
+    cls = activations.ACTIVATIONS[activations.ACTIVATION_ALIASES.get(spelling, spelling)]
+    names = [keyword for keyword, _ in cls.parameters]
+    keywords = [k for k in node.keywords if not (cls.name == "gelu" and k.arg == "approximate")]
+    for keyword in set(node.keywords) - set(keywords):
+        cls = activations.ACTIVATIONS[_gelu_approximation(walker, keyword)]
+    if not 1 <= len(node.args) <= 1 + len(names):
+        count = f"1 to {1 + len(names)} arguments" if names else "1 argument"
+        message = f"{spelling}() takes {count}, got {len(node.args)}"
+        raise walker.error(node.func, message)
+    given: dict[str, ast.AST] = dict(zip(names, node.args[1:], strict=False))
+    for keyword in keywords:
+        if keyword.arg not in names:
+            hint = did_you_mean(str(keyword.arg), names) if keyword.arg else ""
+            raise walker.error(keyword, f"{spelling}() has no argument {keyword.arg!r}{hint}")
+        if keyword.arg in given:
+            raise walker.error(keyword, f"{spelling}() got {keyword.arg!r} twice")
+        given[keyword.arg] = keyword.value
+    values = tuple(
+        walker.value(given[name], depth) if name in given else sympy.Float(default)
+        for name, default in cls.parameters
+    )
+    problem = cls.check_parameters(values)
+    if problem is not None:
+        raise walker.error(node, problem)
+    return cls(walker.value(node.args[0], depth), *values)
+
+
+def _gelu_approximation(walker: Walker, keyword: ast.keyword) -> str:
+    """gelu's `approximate="none"` or `"tanh"`, as torch spells it."""
+    value = keyword.value
+    choice = value.value if isinstance(value, ast.Constant) else None
+    if choice not in activations.GELU_APPROXIMATIONS:
+        raise walker.error(value, 'gelu() approximate must be "none" or "tanh"')
+    return activations.GELU_APPROXIMATIONS[choice]
+
+
+def _normalization_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """softmax or log_softmax(e, dim), with torch's meaning; dim is required."""
+    if len(node.args) not in (1, 2):
+        message = f"{name}() takes an expression and a dim, got {len(node.args)} arguments"
+        raise walker.error(node.func, message)
+    given: dict[str, ast.AST] = dict(zip(("dim",), node.args[1:], strict=False))
+    for keyword in node.keywords:
+        if keyword.arg != "dim" or "dim" in given:
+            raise walker.error(keyword, f"{name}() takes one keyword argument, dim")
+        given["dim"] = keyword.value
+    if "dim" not in given:
+        raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
+    argument = walker.value(node.args[0], depth)
+    return reductions.normalize(name, argument, _small_integer(walker, given["dim"], name))
+
+
+def _dims(walker: Walker, node: ast.AST, name: str) -> tuple[int, ...] | None:
+    """`dim=`: None, an integer, or a list or tuple of distinct integers of one sign."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    dims = tuple(_small_integer(walker, item, name) for item in items)
+    if not dims:
+        raise walker.error(node, f"{name}() needs at least one dim (or dim=None for all)")
+    if len(set(dims)) != len(dims):
+        raise walker.error(node, f"{name}() lists a dim twice")
+    if min(dims) < 0 <= max(dims):
+        raise walker.error(
+            node, f"{name}() dims must be all negative or all non-negative, got {list(dims)}"
+        )
+    return dims
+
+
+def _small_integer(walker: Walker, node: ast.AST, name: str) -> int:
+    """An integer literal such as 1 or -1, for a dimension."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    value = node.value if isinstance(node, ast.Constant) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value > _MAX_DIM:
+        raise walker.error(node, f"{name}() dim must be an integer or a list of integers")
+    return sign * value
+
+
+def _keepdim(walker: Walker, node: ast.AST, name: str) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    raise walker.error(node, f"{name}() keepdim must be True or False")
+
+
+def _piecewise_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """sympy's Piecewise((a, cond), ..., (z, True)) as nested where()."""
+    cases = []
+    for case in node.args:
+        if not (isinstance(case, ast.Tuple) and len(case.elts) == 2):
+            raise walker.error(case, "Piecewise takes (value, condition) pairs")
+        value_node, condition_node = case.elts
+        is_otherwise = isinstance(condition_node, ast.Constant) and condition_node.value is True
+        condition = sympy.true if is_otherwise else walker.condition(condition_node, depth)
+        cases.append((walker.value(value_node, depth), condition))
+    if not cases or cases[-1][1] is not sympy.true:
+        raise walker.error(node.func, "Piecewise needs a last case (value, True)")
+    result = cases[-1][0]
+    for value, condition in reversed(cases[:-1]):
+        result = piecewise.where(condition, value, result)
+    return result
+
+
+def _conditional_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """where(cond, a, b), relu, max, min or clamp."""
+    arity, build = piecewise.CONDITIONAL_FUNCTIONS[name]
+    if len(node.args) != arity:
+        raise walker.error(node.func, arity_message(name, arity, len(node.args)))
+    if name == "where":
+        cond = walker.condition(node.args[0], depth)
+        values = [walker.value(arg, depth) for arg in node.args[1:]]
+        return build(cond, *values)
+    return build(*(walker.value(arg, depth) for arg in node.args))
+
+
+def arity_message(name: str, arity: int, given: int) -> str:
+    plural = "s" if arity != 1 else ""
+    return f"{name}() takes {arity} argument{plural}, got {given}"
