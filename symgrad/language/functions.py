@@ -17,13 +17,14 @@ uses the node itself, so the backward reuses the forward value instead of recomp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
 
-from symgrad.language import piecewise
+from symgrad.language import derivatives, domains
 
 
 class ElementwiseFunction(sympy.Function):
@@ -96,111 +97,14 @@ def _call(name: str, *args: sympy.Expr) -> sympy.Expr:
     return _CLASSES[name](*args)
 
 
+def _rule(rule: Callable[..., sympy.Expr]) -> Derivative:
+    """A rule of symgrad.language.derivatives, given the builder of calls it needs."""
+    return functools.partial(rule, _call)
+
+
 def _arg(node: sympy.Expr) -> sympy.Expr:
     return node.args[0]
 
-
-def _zero(node: sympy.Expr, index: int) -> sympy.Expr:
-    """The derivative of a piecewise-constant function, as torch defines it: 0 everywhere."""
-    return sympy.Integer(0)
-
-
-def _polygamma(node: sympy.Expr, index: int) -> sympy.Expr:
-    """d polygamma(n, x) / dx = polygamma(n + 1, x).
-
-    The order n is never differentiated (torch takes it as a Python int): it must be an
-    integer constant or an int input, so its partial is 0.
-    """
-    n, x = node.args
-    return sympy.Integer(0) if index == 0 else _call("polygamma", n + 1, x)
-
-
-def _log_weight(x: sympy.Expr, y: sympy.Expr, pole: int) -> sympy.Expr:
-    """torch's mask for d/dx of xlogy: 0 where x == 0 and y <= pole (the log's pole), else 1.
-
-    A nan x (nan != 0) keeps the weight 1, so d/dx is log(y) there, as torch has it.
-    """
-    vanishes = sympy.And(sympy.Eq(x, 0), y <= pole)
-    return piecewise.where(vanishes, sympy.Integer(0), sympy.Integer(1))
-
-
-def _xlogy(node: sympy.Expr, index: int) -> sympy.Expr:
-    """torch's rule: d/dx = log(y), but 0 where x == 0 and y <= 0; d/dy = x / y."""
-    x, y = node.args
-    return _call("xlogy", _log_weight(x, y, 0), y) if index == 0 else x / y
-
-
-def _xlog1py(node: sympy.Expr, index: int) -> sympy.Expr:
-    """torch's rule: d/dx = log1p(y), but 0 where x == 0 and y <= -1; d/dy = x / (1 + y)."""
-    x, y = node.args
-    return _call("xlog1py", _log_weight(x, y, -1), y) if index == 0 else x / (1 + y)
-
-
-def _sinc(node: sympy.Expr, index: int) -> sympy.Expr:
-    """(cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0, as torch.special.sinc has it.
-
-    The division is evaluated at 1 where x == 0, so no NaN reaches double backward
-    (Note [Untaken branches] in symgrad.language.piecewise).
-    """
-    x = _arg(node)
-    nonzero = piecewise.Ne(x, 0)
-    safe = piecewise.where(nonzero, x, sympy.Integer(1))
-    slope = (_call("cos", sympy.pi * safe) - _call("sinc", safe)) / safe
-    return piecewise.where(nonzero, slope, sympy.Integer(0))
-
-
-def _atan2(node: sympy.Expr, index: int) -> sympy.Expr:
-    """d atan2(y, x) / dy = x / (x**2 + y**2); d / dx = -y / (x**2 + y**2).
-
-    Where x**2 + y**2 is 0 (at the origin, or underflowing) torch's gradient is 0, not
-    0 / 0: the denominator is 1 there, so the numerator (0, or a tiny number) is the
-    gradient, and double backward stays finite too.
-    """
-    y, x = node.args
-    squares = x**2 + y**2
-    safe = piecewise.where(sympy.Ne(squares, 0), squares, sympy.Integer(1))
-    return (x if index == 0 else -y) / safe
-
-
-def _proven(fact: bool | None) -> bool:
-    return fact is True
-
-
-def _positive(x: sympy.Expr) -> bool:
-    return _proven(x.is_positive)
-
-
-def _nonnegative(x: sympy.Expr) -> bool:
-    return _proven(x.is_nonnegative)
-
-
-def _at_most(bound: float) -> Callable[[sympy.Expr], bool]:
-    """x <= bound, for overflow: exp(x) is finite in float64 up to x = 709.78."""
-    return lambda x: _proven((x - bound).is_nonpositive)
-
-
-def _within(low: float, high: float) -> Callable[[sympy.Expr], bool]:
-    return lambda x: _proven((x - low).is_nonnegative) and _proven((x - high).is_nonpositive)
-
-
-def _safe_log(argument: str) -> str:
-    """math.log with torch's values: -inf at 0, nan below 0 and at nan."""
-    return (
-        f"(math.log({argument}) if ({argument}) > 0"
-        f" else -math.inf if ({argument}) == 0 else math.nan)"
-    )
-
-
-def _safe_log1p(argument: str) -> str:
-    return (
-        f"(math.log1p({argument}) if ({argument}) > -1"
-        f" else -math.inf if ({argument}) == -1 else math.nan)"
-    )
-
-
-# float64 overflows past exp(709.78) and sinh, cosh(710.47); torch gives inf there.
-_EXP_LIMIT = 709.78
-_HYPERBOLIC_LIMIT = 710.47
 
 _HALF = sympy.Rational(1, 2)
 _TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
@@ -213,8 +117,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: f,
         "torch.exp({0})",
         "math.exp({0})",
-        safe_math=f"(math.inf if ({{0}}) > {_EXP_LIMIT} else math.exp({{0}}))",
-        in_domain=_at_most(_EXP_LIMIT),
+        safe_math=f"(math.inf if ({{0}}) > {domains.EXP_LIMIT} else math.exp({{0}}))",
+        in_domain=domains.at_most(domains.EXP_LIMIT),
     ),
     FunctionInfo(
         "log",
@@ -223,8 +127,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.log({0})",
         "math.log({0})",
         ("ln",),
-        safe_math=_safe_log("{0}"),
-        in_domain=_positive,
+        safe_math=domains.safe_log("{0}"),
+        in_domain=domains.positive,
     ),
     FunctionInfo(
         "log1p",
@@ -232,8 +136,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: 1 / (1 + _arg(f)),
         "torch.log1p({0})",
         "math.log1p({0})",
-        safe_math=_safe_log1p("{0}"),
-        in_domain=lambda x: _positive(1 + x),
+        safe_math=domains.safe_log1p("{0}"),
+        in_domain=lambda x: domains.positive(1 + x),
     ),
     FunctionInfo(
         "expm1",
@@ -241,8 +145,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: f + 1,
         "torch.expm1({0})",
         "math.expm1({0})",
-        safe_math=f"(math.inf if ({{0}}) > {_EXP_LIMIT} else math.expm1({{0}}))",
-        in_domain=_at_most(_EXP_LIMIT),
+        safe_math=f"(math.inf if ({{0}}) > {domains.EXP_LIMIT} else math.expm1({{0}}))",
+        in_domain=domains.at_most(domains.EXP_LIMIT),
     ),
     FunctionInfo(
         "sqrt",
@@ -251,7 +155,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.sqrt({0})",
         "math.sqrt({0})",
         safe_math="(math.sqrt({0}) if ({0}) >= 0 else math.nan)",
-        in_domain=_nonnegative,
+        in_domain=domains.nonnegative,
     ),
     FunctionInfo(
         "rsqrt",
@@ -263,7 +167,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
             "(1 / math.sqrt({0}) if ({0}) > 0"
             " else math.copysign(math.inf, {0}) if ({0}) == 0 else math.nan)"
         ),
-        in_domain=_positive,
+        in_domain=domains.positive,
     ),
     FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
     FunctionInfo("cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"),
@@ -276,10 +180,10 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.sinh({0})",
         "math.sinh({0})",
         safe_math=(
-            f"(math.copysign(math.inf, {{0}}) if abs({{0}}) > {_HYPERBOLIC_LIMIT}"
+            f"(math.copysign(math.inf, {{0}}) if abs({{0}}) > {domains.HYPERBOLIC_LIMIT}"
             " else math.sinh({0}))"
         ),
-        in_domain=_within(-_HYPERBOLIC_LIMIT, _HYPERBOLIC_LIMIT),
+        in_domain=domains.within(-domains.HYPERBOLIC_LIMIT, domains.HYPERBOLIC_LIMIT),
     ),
     FunctionInfo(
         "cosh",
@@ -287,8 +191,8 @@ _TABLE: tuple[FunctionInfo, ...] = (
         lambda f, i: _call("sinh", _arg(f)),
         "torch.cosh({0})",
         "math.cosh({0})",
-        safe_math=f"(math.inf if abs({{0}}) > {_HYPERBOLIC_LIMIT} else math.cosh({{0}}))",
-        in_domain=_within(-_HYPERBOLIC_LIMIT, _HYPERBOLIC_LIMIT),
+        safe_math=f"(math.inf if abs({{0}}) > {domains.HYPERBOLIC_LIMIT} else math.cosh({{0}}))",
+        in_domain=domains.within(-domains.HYPERBOLIC_LIMIT, domains.HYPERBOLIC_LIMIT),
     ),
     FunctionInfo(
         "asin",
@@ -298,7 +202,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "math.asin({0})",
         ("arcsin",),
         safe_math="(math.asin({0}) if abs({0}) <= 1 else math.nan)",
-        in_domain=_within(-1, 1),
+        in_domain=domains.within(-1, 1),
     ),
     FunctionInfo(
         "acos",
@@ -308,7 +212,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "math.acos({0})",
         ("arccos",),
         safe_math="(math.acos({0}) if abs({0}) <= 1 else math.nan)",
-        in_domain=_within(-1, 1),
+        in_domain=domains.within(-1, 1),
     ),
     FunctionInfo(
         "atan",
@@ -332,7 +236,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
         "torch.acosh({0})",
         "math.acosh({0})",
         safe_math="(math.acosh({0}) if ({0}) >= 1 else math.nan)",
-        in_domain=lambda x: _nonnegative(x - 1),
+        in_domain=lambda x: domains.nonnegative(x - 1),
     ),
     FunctionInfo(
         "atanh",
@@ -344,7 +248,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
             "(math.atanh({0}) if abs({0}) < 1"
             " else math.copysign(math.inf, {0}) if abs({0}) == 1 else math.nan)"
         ),
-        in_domain=lambda x: _positive(1 - x) and _positive(1 + x),
+        in_domain=lambda x: domains.positive(1 - x) and domains.positive(1 + x),
     ),
     FunctionInfo(
         "sigmoid",
@@ -417,7 +321,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
             "(math.inf if ({0}) <= 0 and ({0}) % 1 == 0 or ({0}) > 2.5e305"
             " else math.lgamma({0}))"
         ),
-        in_domain=_positive,  # a positive input past 2.5e305 would still raise
+        in_domain=domains.positive,  # a positive input past 2.5e305 would still raise
     ),
     FunctionInfo(
         "digamma",
@@ -428,31 +332,33 @@ _TABLE: tuple[FunctionInfo, ...] = (
         ("psi",),
     ),
     # polygamma(n, x): the order n must be a non-negative integer constant or int input.
-    FunctionInfo("polygamma", 2, _polygamma, "torch.special.polygamma({0}, {1})", None),
+    FunctionInfo(
+        "polygamma", 2, _rule(derivatives.polygamma), "torch.special.polygamma({0}, {1})", None
+    ),
     FunctionInfo(
         "xlogy",
         2,
-        _xlogy,
+        _rule(derivatives.xlogy),
         "torch.special.xlogy({0}, {1})",
         "(0.0 if ({0}) == 0 else ({0}) * math.log({1}))",
         # torch: nan where y is nan, else 0 where x == 0.
         safe_math=(
             "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
-            f" else ({{0}}) * {_safe_log('{1}')})"
+            f" else ({{0}}) * {domains.safe_log('{1}')})"
         ),
-        in_domain=lambda x, y: _positive(y),
+        in_domain=lambda x, y: domains.positive(y),
     ),
     FunctionInfo(
         "xlog1py",
         2,
-        _xlog1py,
+        _rule(derivatives.xlog1py),
         "torch.special.xlog1py({0}, {1})",
         "(0.0 if ({0}) == 0 else ({0}) * math.log1p({1}))",
         safe_math=(
             "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
-            f" else ({{0}}) * {_safe_log1p('{1}')})"
+            f" else ({{0}}) * {domains.safe_log1p('{1}')})"
         ),
-        in_domain=lambda x, y: _positive(1 + y),
+        in_domain=lambda x, y: domains.positive(1 + y),
     ),
     FunctionInfo(
         "logit",
@@ -464,7 +370,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
             "(math.log(({0}) / (1 - ({0}))) if 0 < ({0}) < 1 else -math.inf if ({0}) == 0"
             " else math.inf if ({0}) == 1 else math.nan)"
         ),
-        in_domain=lambda x: _positive(x) and _positive(1 - x),
+        in_domain=lambda x: domains.positive(x) and domains.positive(1 - x),
     ),
     FunctionInfo(
         "hypot",
@@ -477,7 +383,7 @@ _TABLE: tuple[FunctionInfo, ...] = (
     FunctionInfo(
         "atan2",
         2,
-        _atan2,
+        _rule(derivatives.atan2),
         "torch.atan2({0}, {1})",
         "math.atan2({0}, {1})",
         ("arctan2",),
@@ -486,14 +392,16 @@ _TABLE: tuple[FunctionInfo, ...] = (
     FunctionInfo(
         "sinc",
         1,
-        _sinc,
+        _rule(derivatives.sinc),
         "torch.special.sinc({0})",
         "(math.sin(math.pi * ({0})) / (math.pi * ({0})) if ({0}) != 0 else 1.0)",
     ),
-    FunctionInfo("floor", 1, _zero, "torch.floor({0})", "float(math.floor({0}))"),
-    FunctionInfo("ceil", 1, _zero, "torch.ceil({0})", "float(math.ceil({0}))", ("ceiling",)),
+    FunctionInfo("floor", 1, derivatives.zero, "torch.floor({0})", "float(math.floor({0}))"),
+    FunctionInfo(
+        "ceil", 1, derivatives.zero, "torch.ceil({0})", "float(math.ceil({0}))", ("ceiling",)
+    ),
     # Python's round, like torch.round, rounds halves to even.
-    FunctionInfo("round", 1, _zero, "torch.round({0})", "float(round({0}))"),
+    FunctionInfo("round", 1, derivatives.zero, "torch.round({0})", "float(round({0}))"),
 )
 
 _CLASSES: dict[str, type[ElementwiseFunction]] = {
