@@ -57,7 +57,7 @@ def sinc(call: Call, node: sympy.Expr, index: int) -> sympy.Expr:
     """(cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0, as torch.special.sinc has it.
 
     The division is evaluated at 1 where x == 0, so no NaN reaches double backward
-    (Note [Untaken branches] in symgrad.language.piecewise).
+    (Note [Untaken branches] in symgrad.ad.guards).
     """
     x = node.args[0]
     nonzero = piecewise.Ne(x, 0)

@@ -44,7 +44,7 @@ class TorchPrinter(ArithmeticPrinter):
         if not self.is_tensor(cond):
             # Decided without tensors: still a torch.where, so that the result has the
             # branches' broadcast shape, promoted dtype and device (the untaken branch is
-            # guarded like any other, Note [Untaken branches] in symgrad.language.piecewise).
+            # guarded like any other, Note [Untaken branches] in symgrad.ad.guards).
             like = self._print(self._numeric_tensor(a if self.is_tensor(a) else b))
             cond_text = f"torch.tensor({cond_text}, device={like}.device)"
         elif not (self.is_tensor(a) or self.is_tensor(b)):

@@ -1,0 +1,129 @@
+"""Name the forward's values inside derivatives, so the backward reads them, not rebuilds them.
+
+After the reverse sweep, every subexpression equal to a value of the forward (whole, or
+as part of a sum or product) is replaced by that value's name (Note [What the backward
+saves] in symgrad.ad.schedule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import sympy
+
+from symgrad.ad.ir import Assignment
+from symgrad.frontend.model import Spec
+
+
+def known_values(spec: Spec, forward: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Basic]:
+    """Map each forward expression to the name holding its value (Note [What the backward saves]).
+
+    An output that merely renames an intermediate (`expected: p`) takes over its
+    expressions, so the backward reads the saved output instead of recomputing.
+    """
+    inputs = {i.symbol for i in spec.inputs}
+    # A non-differentiable output carries no graph (mark_non_differentiable): a backward
+    # that read it would lose its dependence on the inputs in double backward.
+    constant = {o.symbol for o in spec.outputs if not o.differentiable}
+    values: dict[sympy.Basic, sympy.Basic] = {}
+    for assignment in forward:
+        if assignment.target in constant:
+            continue
+        if assignment.expr not in inputs and not assignment.expr.is_Number:
+            values.setdefault(assignment.expr, assignment.target)
+    for expr, target in values.items():
+        while target in values:
+            target = values[target]
+        values[expr] = target
+    return values
+
+
+def reuse_forward_values(expr: sympy.Expr, values: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
+    """Replace subexpressions equal to forward values, whole or as part of a sum or product.
+
+    One bottom-up pass: a sum or product whose arguments include all the arguments of a
+    known sum or product (E*exp(-g*t)*w contains E*exp(-g*t)) has them replaced by its
+    name. Candidates are found through an index by argument, so the pass stays linear.
+    """
+    by_argument: dict[sympy.Basic, list[sympy.Basic]] = {}
+    for value in values:
+        if isinstance(value, (sympy.Add, sympy.Mul)):
+            by_argument.setdefault(value.args[0], []).append(value)
+    memo: dict[sympy.Basic, sympy.Basic] = {}
+
+    def visit(node: sympy.Basic) -> sympy.Basic:
+        if node in memo:
+            return memo[node]
+        result = node
+        if node.args:
+            args = [visit(arg) for arg in node.args]
+            if any(new is not old for new, old in zip(args, node.args, strict=True)):
+                result = node.func(*args)
+        if result in values:
+            result = values[result]
+        elif isinstance(result, (sympy.Add, sympy.Mul)):
+            result = _replace_part(result, values, by_argument)
+        memo[node] = result
+        return result
+
+    return visit(expr)
+
+
+def _replace_part(
+    node: sympy.Basic,
+    values: Mapping[sympy.Basic, sympy.Basic],
+    by_argument: Mapping[sympy.Basic, list[sympy.Basic]],
+) -> sympy.Basic:
+    """Replace the arguments of `node` that make up known values of the same kind.
+
+    Repeats until nothing matches, since one replacement can complete another
+    (E*exp(-g*t)*cos(p)**n -> envelope*cos(p)**n -> u). Each replacement removes at least
+    one argument, so this ends.
+    """
+    remaining = list(node.args)
+    replaced = True
+    while replaced:
+        replaced = False
+        for arg in _candidate_keys(remaining):
+            for value in by_argument.get(arg, ()):
+                if value.func is not node.func:
+                    continue
+                rest = _without(remaining, value.args, split_powers=node.func is sympy.Mul)
+                if rest is not None:
+                    remaining = [*rest, values[value]]
+                    replaced = True
+                    break
+            if replaced:
+                break
+    return node if remaining == list(node.args) else node.func(*remaining)
+
+
+def _candidate_keys(args: list[sympy.Basic]) -> list[sympy.Basic]:
+    """The arguments, and the bases of their positive integer powers."""
+    keys = list(args)
+    keys += [a.base for a in args if _is_positive_integer_power(a)]
+    return keys
+
+
+def _is_positive_integer_power(expr: sympy.Basic) -> bool:
+    return isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 1
+
+
+def _without(
+    items: list[sympy.Basic], parts: tuple[sympy.Basic, ...], split_powers: bool
+) -> list[sympy.Basic] | None:
+    """`items` less the multiset `parts`, or None if they are not all there.
+
+    In a product (`split_powers`), a factor may also come out of an integer power x**k.
+    """
+    pool = list(items)
+    for part in parts:
+        if part in pool:
+            pool.remove(part)
+            continue
+        powers = (p for p in pool if _is_positive_integer_power(p) and p.base == part)
+        power = next(powers, None) if split_powers else None
+        if power is None:
+            return None
+        pool[pool.index(power)] = power.base ** (power.exp - 1)
+    return pool
