@@ -24,6 +24,7 @@ import symgrad
 from symgrad.ad.derive import derive
 from symgrad.backends.python.arithmetic import UnprintableError
 from symgrad.backends.python.printer import TorchPrinter
+from symgrad.backends.python.spellings import SPELLINGS as PYTHON
 from symgrad.frontend.model import Spec
 from symgrad.language import functions
 from symgrad.language.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction
@@ -110,8 +111,8 @@ def _cases(name: str) -> list[Case]:
 
 ALL_CASES = [case for name in ALL_FUNCTIONS for case in _cases(name)]
 # The cases whose function has a math spelling (prints on number arguments).
-MATH_CASES = [case for case in ALL_CASES if FUNCTIONS[case.name].math is not None]
-NO_MATH_CASES = [case for case in ALL_CASES if FUNCTIONS[case.name].math is None]
+MATH_CASES = [case for case in ALL_CASES if PYTHON[case.name].math is not None]
+NO_MATH_CASES = [case for case in ALL_CASES if PYTHON[case.name].math is None]
 
 
 def samples(name: str) -> tuple[float, ...]:
@@ -192,9 +193,7 @@ def like(case: Case) -> torch.Tensor:
 
 def needs_tensors(expr: sympy.Expr) -> bool:
     """True when `expr` calls a function that has no math spelling."""
-    return any(
-        FUNCTIONS[type(call).__name__].math is None for call in expr.atoms(ElementwiseFunction)
-    )
+    return any(PYTHON[type(call).__name__].math is None for call in expr.atoms(ElementwiseFunction))
 
 
 # --- The table ----------------------------------------------------------------------
@@ -206,9 +205,12 @@ def test_table_is_consistent() -> None:
         assert info.name == name
         assert info.sympy_class.__name__ == name
         assert issubclass(info.sympy_class, ElementwiseFunction)
-        assert info.torch.startswith("torch."), info.torch
-        assert info.math is None or "torch" not in info.math, info.math
         assert SPELLINGS[name] == name
+    # The Python backend spells every function, and no other.
+    assert set(PYTHON) == set(FUNCTIONS)
+    for name, spelling in PYTHON.items():
+        assert spelling.torch.startswith(FUNCTIONS[name].torch_function + "("), name
+        assert spelling.math is None or "torch" not in spelling.math, spelling.math
     assert set(_DOMAINS) <= set(FUNCTIONS), "a sample domain names no function"
     assert set(_ARGUMENT_DOMAINS) <= set(FUNCTIONS), "an argument domain names no function"
     for name, domains in _ARGUMENT_DOMAINS.items():
@@ -233,7 +235,7 @@ def test_calls_stay_as_written(name: str) -> None:
 
 @pytest.mark.parametrize("case", MATH_CASES, ids=str)
 def test_torch_spelling_matches_math_spelling(case: Case) -> None:
-    info = FUNCTIONS[case.name]
+    info = PYTHON[case.name]
     assert info.math is not None
     torch_code = printed(call_on(case, tensors=True))
     math_code = printed(call_on(case, tensors=False))
@@ -526,7 +528,7 @@ def test_call_on_float_constants(name: str, arguments: tuple[float, ...]) -> Non
     the value is torch's."""
     node = functions.call(name, *map(sympy.Float, arguments))
     tensors = [torch.tensor(a, dtype=torch.float64) for a in arguments]
-    code = FUNCTIONS[name].torch.format(*(f"a{k}" for k in range(len(arguments))))
+    code = PYTHON[name].torch.format(*(f"a{k}" for k in range(len(arguments))))
     want = evaluate(code, **{f"a{k}": t for k, t in enumerate(tensors)})
     value = float(node) if node.is_Number else evaluate(printed(node))
     torch.testing.assert_close(torch.tensor(value, dtype=torch.float64), want)

@@ -224,7 +224,7 @@ def _evaluate(expr: sympy.Basic, leaves: dict[sympy.Symbol, Any]) -> Any:
     if isinstance(expr, functions.ElementwiseFunction):
         info = functions.FUNCTIONS[type(expr).__name__]
         target: Any = torch
-        *path, last = info.torch.split("(", 1)[0].split(".")[1:] or [""]
+        *path, last = info.torch_function.split(".")[1:] or [""]
         for name in path:
             target = getattr(target, name)
         function = getattr(target, last)

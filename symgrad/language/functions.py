@@ -3,12 +3,8 @@
 Every function is its own sympy `Function` subclass that never evaluates on construction
 and knows its derivative. sympy's built-in functions rewrite themselves whenever they are
 built or differentiated, which makes large formulas slow to build and hard to predict;
-ours stay exactly as written. Each entry also says how to print the function for a
-tensor argument (torch) and for a Python-number argument (math).
-
-Some functions have no `math` spelling (erfinv, digamma, polygamma): Python's math module
-lacks them, so a call on number arguments refuses to print (the input has to be declared a
-tensor).
+ours stay exactly as written. How a backend prints each function is the backend's own
+table (the Python backend's is symgrad.backends.python.spellings).
 
 Note [Derivatives in terms of the result]: where a derivative is cheap to express through
 the function's own value (exp' = exp, sigmoid' = s (1 - s), tanh' = 1 - t**2), the rule
@@ -24,7 +20,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.language import derivatives, domains
+from symgrad.language import derivatives
 
 
 class ElementwiseFunction(sympy.Function):
@@ -60,31 +56,22 @@ Derivative = Callable[[sympy.Expr, int], sympy.Expr]
 
 @dataclass(frozen=True)
 class FunctionInfo:
-    """How one language function is built, differentiated and printed."""
+    """What one language function is: its name, arity and derivative.
+
+    How a backend spells it is the backend's (symgrad.backends.python.spellings).
+    """
 
     # The name in the spec language and in docstrings.
     name: str
     # Number of arguments.
     arity: int
+    # The torch function that defines its values, whose conventions (at poles, kinks, NaN)
+    # the derivative follows; the generator evaluates it to find safe points.
+    torch_function: str
     # Partial derivative: (node, 0-based argument index) -> expression.
     derivative: Derivative
-    # Format string printing a call on tensor arguments, e.g. "torch.sigmoid({0})".
-    torch: str
-    # Format string printing a call on Python numbers, e.g. "math.exp({0})"; it must read
-    # as one operand (a call or parenthesised), so it can stand inside any expression.
-    # None where Python's math has no such function: a call on numbers does not print.
-    math: str | None
     # Other accepted spellings, such as sympy's own names.
     aliases: tuple[str, ...] = ()
-    # True when the torch function takes tensors only: a number argument beside a tensor
-    # is then passed as a 0-d tensor of that tensor's dtype.
-    tensor_arguments: bool = False
-    # Note [Numbers outside the domain]: Python's math raises where torch returns nan or
-    # inf (math.log(-1.5), math.exp(1000)). `safe_math` spells the call on numbers with
-    # torch's values there; it is used unless `in_domain` proves, from the arguments'
-    # assumptions, that the plain `math` spelling cannot raise (log of a positive input).
-    safe_math: str | None = None
-    in_domain: Callable[..., bool] = lambda *args: False
 
     @property
     def sympy_class(self) -> type[ElementwiseFunction]:
@@ -111,297 +98,75 @@ _TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
 _SQRT_PI_OVER_TWO = sympy.sqrt(sympy.pi) / 2
 
 _TABLE: tuple[FunctionInfo, ...] = (
+    FunctionInfo("exp", 1, "torch.exp", lambda f, i: f),
+    FunctionInfo("log", 1, "torch.log", lambda f, i: 1 / _arg(f), ("ln",)),
+    FunctionInfo("log1p", 1, "torch.log1p", lambda f, i: 1 / (1 + _arg(f))),
+    FunctionInfo("expm1", 1, "torch.expm1", lambda f, i: f + 1),
+    FunctionInfo("sqrt", 1, "torch.sqrt", lambda f, i: _HALF / f),
+    FunctionInfo("rsqrt", 1, "torch.rsqrt", lambda f, i: -_HALF * f**3),
+    FunctionInfo("sin", 1, "torch.sin", lambda f, i: _call("cos", _arg(f))),
+    FunctionInfo("cos", 1, "torch.cos", lambda f, i: -_call("sin", _arg(f))),
+    FunctionInfo("tan", 1, "torch.tan", lambda f, i: 1 + f**2),
+    FunctionInfo("tanh", 1, "torch.tanh", lambda f, i: 1 - f**2),
+    FunctionInfo("sinh", 1, "torch.sinh", lambda f, i: _call("cosh", _arg(f))),
+    FunctionInfo("cosh", 1, "torch.cosh", lambda f, i: _call("sinh", _arg(f))),
     FunctionInfo(
-        "exp",
-        1,
-        lambda f, i: f,
-        "torch.exp({0})",
-        "math.exp({0})",
-        safe_math=f"(math.inf if ({{0}}) > {domains.EXP_LIMIT} else math.exp({{0}}))",
-        in_domain=domains.at_most(domains.EXP_LIMIT),
+        "asin", 1, "torch.asin", lambda f, i: _call("rsqrt", 1 - _arg(f) ** 2), ("arcsin",)
     ),
     FunctionInfo(
-        "log",
-        1,
-        lambda f, i: 1 / _arg(f),
-        "torch.log({0})",
-        "math.log({0})",
-        ("ln",),
-        safe_math=domains.safe_log("{0}"),
-        in_domain=domains.positive,
+        "acos", 1, "torch.acos", lambda f, i: -_call("rsqrt", 1 - _arg(f) ** 2), ("arccos",)
     ),
+    FunctionInfo("atan", 1, "torch.atan", lambda f, i: 1 / (1 + _arg(f) ** 2), ("arctan",)),
+    FunctionInfo("asinh", 1, "torch.asinh", lambda f, i: _call("rsqrt", _arg(f) ** 2 + 1)),
+    FunctionInfo("acosh", 1, "torch.acosh", lambda f, i: _call("rsqrt", _arg(f) ** 2 - 1)),
+    FunctionInfo("atanh", 1, "torch.atanh", lambda f, i: 1 / (1 - _arg(f) ** 2)),
+    FunctionInfo("sigmoid", 1, "torch.sigmoid", lambda f, i: f * (1 - f), ("expit",)),
     FunctionInfo(
-        "log1p",
-        1,
-        lambda f, i: 1 / (1 + _arg(f)),
-        "torch.log1p({0})",
-        "math.log1p({0})",
-        safe_math=domains.safe_log1p("{0}"),
-        in_domain=lambda x: domains.positive(1 + x),
-    ),
-    FunctionInfo(
-        "expm1",
-        1,
-        lambda f, i: f + 1,
-        "torch.expm1({0})",
-        "math.expm1({0})",
-        safe_math=f"(math.inf if ({{0}}) > {domains.EXP_LIMIT} else math.expm1({{0}}))",
-        in_domain=domains.at_most(domains.EXP_LIMIT),
-    ),
-    FunctionInfo(
-        "sqrt",
-        1,
-        lambda f, i: _HALF / f,
-        "torch.sqrt({0})",
-        "math.sqrt({0})",
-        safe_math="(math.sqrt({0}) if ({0}) >= 0 else math.nan)",
-        in_domain=domains.nonnegative,
-    ),
-    FunctionInfo(
-        "rsqrt",
-        1,
-        lambda f, i: -_HALF * f**3,
-        "torch.rsqrt({0})",
-        "(1 / math.sqrt({0}))",
-        safe_math=(
-            "(1 / math.sqrt({0}) if ({0}) > 0"
-            " else math.copysign(math.inf, {0}) if ({0}) == 0 else math.nan)"
-        ),
-        in_domain=domains.positive,
-    ),
-    FunctionInfo("sin", 1, lambda f, i: _call("cos", _arg(f)), "torch.sin({0})", "math.sin({0})"),
-    FunctionInfo("cos", 1, lambda f, i: -_call("sin", _arg(f)), "torch.cos({0})", "math.cos({0})"),
-    FunctionInfo("tan", 1, lambda f, i: 1 + f**2, "torch.tan({0})", "math.tan({0})"),
-    FunctionInfo("tanh", 1, lambda f, i: 1 - f**2, "torch.tanh({0})", "math.tanh({0})"),
-    FunctionInfo(
-        "sinh",
-        1,
-        lambda f, i: _call("cosh", _arg(f)),
-        "torch.sinh({0})",
-        "math.sinh({0})",
-        safe_math=(
-            f"(math.copysign(math.inf, {{0}}) if abs({{0}}) > {domains.HYPERBOLIC_LIMIT}"
-            " else math.sinh({0}))"
-        ),
-        in_domain=domains.within(-domains.HYPERBOLIC_LIMIT, domains.HYPERBOLIC_LIMIT),
-    ),
-    FunctionInfo(
-        "cosh",
-        1,
-        lambda f, i: _call("sinh", _arg(f)),
-        "torch.cosh({0})",
-        "math.cosh({0})",
-        safe_math=f"(math.inf if abs({{0}}) > {domains.HYPERBOLIC_LIMIT} else math.cosh({{0}}))",
-        in_domain=domains.within(-domains.HYPERBOLIC_LIMIT, domains.HYPERBOLIC_LIMIT),
-    ),
-    FunctionInfo(
-        "asin",
-        1,
-        lambda f, i: _call("rsqrt", 1 - _arg(f) ** 2),
-        "torch.asin({0})",
-        "math.asin({0})",
-        ("arcsin",),
-        safe_math="(math.asin({0}) if abs({0}) <= 1 else math.nan)",
-        in_domain=domains.within(-1, 1),
-    ),
-    FunctionInfo(
-        "acos",
-        1,
-        lambda f, i: -_call("rsqrt", 1 - _arg(f) ** 2),
-        "torch.acos({0})",
-        "math.acos({0})",
-        ("arccos",),
-        safe_math="(math.acos({0}) if abs({0}) <= 1 else math.nan)",
-        in_domain=domains.within(-1, 1),
-    ),
-    FunctionInfo(
-        "atan",
-        1,
-        lambda f, i: 1 / (1 + _arg(f) ** 2),
-        "torch.atan({0})",
-        "math.atan({0})",
-        ("arctan",),
-    ),
-    FunctionInfo(
-        "asinh",
-        1,
-        lambda f, i: _call("rsqrt", _arg(f) ** 2 + 1),
-        "torch.asinh({0})",
-        "math.asinh({0})",
-    ),
-    FunctionInfo(
-        "acosh",
-        1,
-        lambda f, i: _call("rsqrt", _arg(f) ** 2 - 1),
-        "torch.acosh({0})",
-        "math.acosh({0})",
-        safe_math="(math.acosh({0}) if ({0}) >= 1 else math.nan)",
-        in_domain=lambda x: domains.nonnegative(x - 1),
-    ),
-    FunctionInfo(
-        "atanh",
-        1,
-        lambda f, i: 1 / (1 - _arg(f) ** 2),
-        "torch.atanh({0})",
-        "math.atanh({0})",
-        safe_math=(
-            "(math.atanh({0}) if abs({0}) < 1"
-            " else math.copysign(math.inf, {0}) if abs({0}) == 1 else math.nan)"
-        ),
-        in_domain=lambda x: domains.positive(1 - x) and domains.positive(1 + x),
-    ),
-    FunctionInfo(
-        "sigmoid",
-        1,
-        lambda f, i: f * (1 - f),
-        "torch.sigmoid({0})",
-        "(0.5 + 0.5 * math.tanh(0.5 * ({0})))",
-        ("expit",),
-    ),
-    FunctionInfo(
-        "softplus",
-        1,
-        lambda f, i: _call("sigmoid", _arg(f)),
-        "torch.nn.functional.softplus({0})",
-        "(max({0}, 0.0) + math.log1p(math.exp(-abs({0}))))",
+        "softplus", 1, "torch.nn.functional.softplus", lambda f, i: _call("sigmoid", _arg(f))
     ),
     FunctionInfo(
         "log_sigmoid",
         1,
+        "torch.nn.functional.logsigmoid",
         lambda f, i: _call("sigmoid", -_arg(f)),
-        "torch.nn.functional.logsigmoid({0})",
-        "(min({0}, 0.0) - math.log1p(math.exp(-abs({0}))))",
         ("logsigmoid",),
     ),
+    FunctionInfo("abs", 1, "torch.abs", lambda f, i: _call("sign", _arg(f)), ("Abs",)),
+    FunctionInfo("sign", 1, "torch.sign", lambda f, i: sympy.Integer(0)),
     FunctionInfo(
-        "abs",
-        1,
-        lambda f, i: _call("sign", _arg(f)),
-        "torch.abs({0})",
-        "abs({0})",
-        ("Abs",),
+        "erf", 1, "torch.erf", lambda f, i: _TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2)
     ),
     FunctionInfo(
-        "sign",
-        1,
-        lambda f, i: sympy.Integer(0),
-        "torch.sign({0})",
-        "float((({0}) > 0) - (({0}) < 0))",
+        "erfc", 1, "torch.erfc", lambda f, i: -_TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2)
     ),
     FunctionInfo(
-        "erf",
-        1,
-        lambda f, i: _TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2),
-        "torch.erf({0})",
-        "math.erf({0})",
-    ),
-    FunctionInfo(
-        "erfc",
-        1,
-        lambda f, i: -_TWO_OVER_SQRT_PI * _call("exp", -_arg(f) ** 2),
-        "torch.erfc({0})",
-        "math.erfc({0})",
-    ),
-    FunctionInfo(
-        "erfinv",
-        1,
-        lambda f, i: _SQRT_PI_OVER_TWO * _call("exp", f**2),
-        "torch.special.erfinv({0})",
-        None,
+        "erfinv", 1, "torch.special.erfinv", lambda f, i: _SQRT_PI_OVER_TWO * _call("exp", f**2)
     ),
     FunctionInfo(
         "lgamma",
         1,
+        "torch.special.gammaln",
         lambda f, i: _call("digamma", _arg(f)),
-        "torch.special.gammaln({0})",
-        "math.lgamma({0})",
         ("loggamma", "gammaln"),
-        # Poles at 0, -1, -2, ... and overflow past 2.5e305 are inf in torch.
-        safe_math=(
-            "(math.inf if ({0}) <= 0 and ({0}) % 1 == 0 or ({0}) > 2.5e305"
-            " else math.lgamma({0}))"
-        ),
-        in_domain=domains.positive,  # a positive input past 2.5e305 would still raise
     ),
     FunctionInfo(
         "digamma",
         1,
+        "torch.special.digamma",
         lambda f, i: _call("polygamma", sympy.Integer(1), _arg(f)),
-        "torch.special.digamma({0})",
-        None,
         ("psi",),
     ),
     # polygamma(n, x): the order n must be a non-negative integer constant or int input.
-    FunctionInfo(
-        "polygamma", 2, _rule(derivatives.polygamma), "torch.special.polygamma({0}, {1})", None
-    ),
-    FunctionInfo(
-        "xlogy",
-        2,
-        _rule(derivatives.xlogy),
-        "torch.special.xlogy({0}, {1})",
-        "(0.0 if ({0}) == 0 else ({0}) * math.log({1}))",
-        # torch: nan where y is nan, else 0 where x == 0.
-        safe_math=(
-            "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
-            f" else ({{0}}) * {domains.safe_log('{1}')})"
-        ),
-        in_domain=lambda x, y: domains.positive(y),
-    ),
-    FunctionInfo(
-        "xlog1py",
-        2,
-        _rule(derivatives.xlog1py),
-        "torch.special.xlog1py({0}, {1})",
-        "(0.0 if ({0}) == 0 else ({0}) * math.log1p({1}))",
-        safe_math=(
-            "(math.nan if ({1}) != ({1}) else 0.0 if ({0}) == 0"
-            f" else ({{0}}) * {domains.safe_log1p('{1}')})"
-        ),
-        in_domain=lambda x, y: domains.positive(1 + y),
-    ),
-    FunctionInfo(
-        "logit",
-        1,
-        lambda f, i: 1 / (_arg(f) * (1 - _arg(f))),
-        "torch.special.logit({0})",
-        "math.log(({0}) / (1 - ({0})))",
-        safe_math=(
-            "(math.log(({0}) / (1 - ({0}))) if 0 < ({0}) < 1 else -math.inf if ({0}) == 0"
-            " else math.inf if ({0}) == 1 else math.nan)"
-        ),
-        in_domain=lambda x: domains.positive(x) and domains.positive(1 - x),
-    ),
-    FunctionInfo(
-        "hypot",
-        2,
-        lambda f, i: f.args[i] / f,
-        "torch.hypot({0}, {1})",
-        "math.hypot({0}, {1})",
-        tensor_arguments=True,
-    ),
-    FunctionInfo(
-        "atan2",
-        2,
-        _rule(derivatives.atan2),
-        "torch.atan2({0}, {1})",
-        "math.atan2({0}, {1})",
-        ("arctan2",),
-        tensor_arguments=True,
-    ),
-    FunctionInfo(
-        "sinc",
-        1,
-        _rule(derivatives.sinc),
-        "torch.special.sinc({0})",
-        "(math.sin(math.pi * ({0})) / (math.pi * ({0})) if ({0}) != 0 else 1.0)",
-    ),
-    FunctionInfo("floor", 1, derivatives.zero, "torch.floor({0})", "float(math.floor({0}))"),
-    FunctionInfo(
-        "ceil", 1, derivatives.zero, "torch.ceil({0})", "float(math.ceil({0}))", ("ceiling",)
-    ),
-    # Python's round, like torch.round, rounds halves to even.
-    FunctionInfo("round", 1, derivatives.zero, "torch.round({0})", "float(round({0}))"),
+    FunctionInfo("polygamma", 2, "torch.special.polygamma", _rule(derivatives.polygamma)),
+    FunctionInfo("xlogy", 2, "torch.special.xlogy", _rule(derivatives.xlogy)),
+    FunctionInfo("xlog1py", 2, "torch.special.xlog1py", _rule(derivatives.xlog1py)),
+    FunctionInfo("logit", 1, "torch.special.logit", lambda f, i: 1 / (_arg(f) * (1 - _arg(f)))),
+    FunctionInfo("hypot", 2, "torch.hypot", lambda f, i: f.args[i] / f),
+    FunctionInfo("atan2", 2, "torch.atan2", _rule(derivatives.atan2), ("arctan2",)),
+    FunctionInfo("sinc", 1, "torch.special.sinc", _rule(derivatives.sinc)),
+    FunctionInfo("floor", 1, "torch.floor", derivatives.zero),
+    FunctionInfo("ceil", 1, "torch.ceil", derivatives.zero, ("ceiling",)),
+    FunctionInfo("round", 1, "torch.round", derivatives.zero),
 )
 
 _CLASSES: dict[str, type[ElementwiseFunction]] = {

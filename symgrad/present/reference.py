@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from symgrad.backends.python.spellings import SPELLINGS
 from symgrad.frontend import checks, parse
 from symgrad.frontend.model import LOW_PRECISION_DTYPES, InputType
 from symgrad.language import activations, functions, piecewise, reductions
@@ -91,7 +92,7 @@ def _functions_section() -> list[str]:
     lines.append("| --- | --- | --- |")
     for info in functions.FUNCTIONS.values():
         call = f"{info.name}({_placeholders(info.arity)})"
-        torch = info.torch.format(*_placeholders(info.arity).split(", "))
+        torch = SPELLINGS[info.name].torch.format(*_placeholders(info.arity).split(", "))
         lines.append(f"| `{call}` | `{torch}` | {_spellings(info.aliases)} |")
     lines += ["", "### Activations (torch.nn.functional)", ""]
     lines += ["| function | torch | also spelled |", "| --- | --- | --- |"]

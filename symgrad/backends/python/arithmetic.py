@@ -16,6 +16,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
+from symgrad.backends.python.spellings import SPELLINGS
 from symgrad.language import functions, piecewise, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
@@ -199,7 +200,7 @@ class ArithmeticPrinter(StrPrinter):
         return self._call(type(expr).__name__, *expr.args)
 
     def _call(self, name: str, *args: sympy.Basic) -> str:
-        info = functions.FUNCTIONS[name]
+        info = SPELLINGS[name]
         if any(self.is_tensor(arg) for arg in args):
             texts = [self._print(arg) for arg in args]
             if info.tensor_arguments:

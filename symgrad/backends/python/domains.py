@@ -1,8 +1,9 @@
 """When a call on Python numbers cannot raise, and how to spell it so that it never does.
 
-Note [Numbers outside the domain] in symgrad.language.functions: the predicates prove from
-assumptions that an argument is in the domain of Python's math; the spellings give
-torch's values (nan, inf) outside it.
+Note [Numbers outside the domain]: Python's math raises where torch returns nan or inf
+(math.log(-1.5), math.exp(1000)). The predicates prove from the arguments' assumptions
+that a call is in the domain of Python's math (log of a positive input); the spellings
+give torch's values outside it, and are used wherever no such proof exists.
 """
 
 from __future__ import annotations
