@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 # Test modules that run whole pipelines, fuzzers or subprocesses: the slow part of the
-# suite. `python -m pytest -m "not slow"` runs the fast part (under a minute); tests
+# suite. `python -m pytest -m "not slow" -n auto` runs the fast part (under a minute); tests
 # elsewhere opt in with @pytest.mark.slow.
 SLOW_MODULES = {
     "test_bench.py",
@@ -43,6 +43,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(str(item.fspath))
         if path.name in SLOW_MODULES or path.parent.name == "generated":
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """A function parameter's id is its name: its repr holds an address that differs from
+    one process to the next, and pytest-xdist's workers must collect the same ids."""
+    if callable(val) and not isinstance(val, type):
+        name = getattr(val, "__name__", None)
+        return name if isinstance(name, str) else None
+    return None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

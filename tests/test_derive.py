@@ -442,6 +442,7 @@ def _is_elementwise(path: Path) -> bool:
 ELEMENTWISE_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.yaml")) if _is_elementwise(p)]
 
 
+@pytest.mark.slow  # every example through the whole pipeline
 @pytest.mark.parametrize("path", ELEMENTWISE_EXAMPLES, ids=lambda p: p.stem)
 def test_example_gradients_match_sympy(path: Path) -> None:
     check_gradients(symgrad.load_spec(path))
