@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
         action="store_true",
-        help="rewrite generated/ from examples/ instead of comparing",
+        help="rewrite generated/ and tests/golden/ instead of comparing",
     )
 
 
