@@ -89,6 +89,17 @@ def _pair_inputs(elements: int, device: torch.device) -> tuple[Tensor, ...]:
     return tuple(_leaf(_uniform(shape, low, high, device)) for low, high in ranges)
 
 
+def _gate_inputs(elements: int, device: torch.device) -> tuple[Tensor, ...]:
+    """The value and the gate halves of a GEGLU input, each [N, C]."""
+    return (_matrix(elements, device)[0], _matrix(elements, device)[0])
+
+
+def _focal_inputs(elements: int, device: torch.device) -> tuple[Tensor, ...]:
+    """Logits and 0/1 targets without gradient, about a quarter of them positive."""
+    target = (torch.rand(elements, device=device) < 0.25).float()
+    return (_flat(elements, device)[0], _leaf(target, requires_grad=False))
+
+
 def _norm_inputs(elements: int, device: torch.device, affine: int) -> tuple[Tensor, ...]:
     """x [N, C] and `affine` per-channel parameters (weight, then bias)."""
     weight = _leaf(_uniform((CHANNELS,), 0.5, 1.5, device))
@@ -139,6 +150,25 @@ def screened_lj(r: Tensor, q: Tensor, s: Tensor) -> Tensor:
     return (lj + coul) * cut * bend + 0.05 * torch.log1p(q**2) * torch.sigmoid(z)
 
 
+def silu(x: Tensor) -> Tensor:
+    """SiLU, literally."""
+    return x * torch.sigmoid(x)
+
+
+def geglu(value: Tensor, gate: Tensor) -> Tensor:
+    """GEGLU with the tanh approximation of GELU written out."""
+    inner = 0.7978845608028654 * (gate + 0.044715 * gate**3)
+    return value * 0.5 * gate * (1 + torch.tanh(inner))
+
+
+def focal_loss(logits: Tensor, target: Tensor, alpha: float = 0.25, gamma: float = 2.0) -> Tensor:
+    """Binary focal loss of logits, averaged."""
+    p = torch.sigmoid(logits)
+    p_t = p * target + (1 - p) * (1 - target)
+    alpha_t = alpha * target + (1 - alpha) * (1 - target)
+    return torch.mean(-alpha_t * (1 - p_t) ** gamma * torch.log(p_t), dim=-1)
+
+
 def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm over the last dimension."""
     r = 1 / torch.sqrt(torch.mean(x**2, dim=-1, keepdim=True) + eps)
@@ -156,6 +186,19 @@ def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
 def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dimension, through logsumexp."""
     return torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))
+
+
+def log_softmax(x: Tensor) -> Tensor:
+    """Log-softmax over the last dimension, through logsumexp."""
+    return x - torch.logsumexp(x, dim=-1, keepdim=True)
+
+
+def _geglu_builtin(value: Tensor, gate: Tensor) -> Tensor:
+    return value * nnf.gelu(gate, approximate="tanh")
+
+
+def _log_softmax_builtin(x: Tensor) -> Tensor:
+    return torch.log_softmax(x, dim=-1)
 
 
 def _gelu_tanh_builtin(x: Tensor) -> Tensor:
@@ -204,6 +247,10 @@ CASES: tuple[Case, ...] = (
     Case("rms_norm", rms_norm, _norm1, _rms_norm_builtin, {"eps": 1e-6}),
     Case("layer_norm", layer_norm, _norm2, _layer_norm_builtin, {"eps": 1e-5}),
     Case("softmax", softmax, _matrix, _softmax_builtin),
+    Case("log_softmax", log_softmax, _matrix, _log_softmax_builtin),
+    Case("silu", silu, _flat, nnf.silu),
+    Case("geglu", geglu, _gate_inputs, _geglu_builtin),
+    Case("focal_loss", focal_loss, _focal_inputs, None, {"alpha": 0.25, "gamma": 2.0}),
 )
 
 
