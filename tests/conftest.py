@@ -81,6 +81,14 @@ def import_file(path: Path, name: str) -> ModuleType:
     return module
 
 
+def load_tool(name: str) -> ModuleType:
+    """Import tools/<name>.py, which is not a package, once."""
+    key = f"symgrad_tool_{name}"
+    if key not in sys.modules:
+        import_file(REPO_ROOT / "tools" / f"{name}.py", key)
+    return sys.modules[key]
+
+
 def load_generated(name: str) -> ModuleType:
     """Import generated/<name>.py once."""
     key = f"symgrad_generated_{name}"

@@ -3,16 +3,9 @@ table of CONTRIBUTING.md is the one tools/architecture.py writes from the code."
 
 from __future__ import annotations
 
-import importlib.util
+from tests.conftest import REPO_ROOT, load_tool
 
-from tests.conftest import REPO_ROOT
-
-_location = importlib.util.spec_from_file_location(
-    "symgrad_architecture", REPO_ROOT / "tools" / "architecture.py"
-)
-assert _location is not None and _location.loader is not None
-architecture = importlib.util.module_from_spec(_location)
-_location.loader.exec_module(architecture)
+architecture = load_tool("architecture")
 
 
 def test_no_import_cycles_type_only_and_local_imports_included() -> None:

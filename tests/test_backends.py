@@ -7,7 +7,6 @@ rewrites them (and generated/) after an intended change.
 
 from __future__ import annotations
 
-import ast
 import difflib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import symgrad
 from symgrad.backends import registry
 from symgrad.cli import main
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_tool
 from tests.toy_backend import BACKEND as TOY
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
@@ -116,11 +115,9 @@ def test_a_registered_name_cannot_be_taken_twice(toy: None) -> None:
 
 def test_the_toy_backend_reads_only_the_ir_and_the_backend_types() -> None:
     """A backend needs no change outside its folder and the registry."""
-    allowed = {"symgrad.ad.ir", "symgrad.backends.base"}
-    source = (REPO_ROOT / "tests" / "toy_backend" / "__init__.py").read_text()
-    imported = {
-        node.module
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("symgrad")
+    architecture = load_tool("architecture")
+    toy = REPO_ROOT / "tests" / "toy_backend" / "__init__.py"
+    assert architecture.imports(toy, set(architecture.modules())) == {
+        "symgrad.ad.ir",
+        "symgrad.backends.base",
     }
-    assert imported == allowed

@@ -42,7 +42,8 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     custom_op = custom_op_context(derived, namer) if spec.custom_op else None
     local_function, local_body = namer.fresh("function"), namer.fresh("body")
     forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
-    shape_facts = tuple(_shape_fact_lines(derived, printer, names.helpers))
+    facts = _fact_shapes(derived)
+    shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
     return ModuleContext(
         version=version,
         header=tuple(header(escape_comment(spec.source), version)),
@@ -63,7 +64,8 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
         shape_facts_attribute=names.shape_facts_attribute,
         helpers=names.helpers,
-        uses_reduced_shape=any(_reads_a_reduced_shape(derived, f) for f in derived.shape_facts),
+        # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
+        uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
         uses_math=printer.uses_math,
         non_differentiable=tuple(o.name for o in spec.outputs if not o.differentiable),
@@ -92,11 +94,14 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     )
 
 
-def _reads_a_reduced_shape(derived: Derived, fact: Assignment) -> bool:
-    """Whether computing the shape fact needs the shape of a reduction (`_reduced_shape`)."""
+def _fact_shapes(derived: Derived) -> list[tuple[Assignment, reductions.Shape | None]]:
+    """Each shape fact with the shape tree of the value it measures."""
     definitions = {a.target: a.expr for a in derived.forward}
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
-    return _has_reduction(reductions.shape_of(fact.expr.args[0], definitions, tensors))
+    return [
+        (fact, reductions.shape_of(fact.expr.args[0], definitions, tensors))
+        for fact in derived.shape_facts
+    ]
 
 
 def _has_reduction(shape: reductions.Shape | None) -> bool:
@@ -277,14 +282,14 @@ def _output_tangent(
 
 
 def _shape_fact_lines(
-    derived: Derived, printer: TorchPrinter, helpers: Mapping[str, str]
+    facts: list[tuple[Assignment, reductions.Shape | None]],
+    printer: TorchPrinter,
+    helpers: Mapping[str, str],
 ) -> list[str]:
     """`name = ...` computing each `ShapeFact` (symgrad.language.reductions) from the inputs."""
-    definitions = {a.target: a.expr for a in derived.forward}
-    tensors = {i.symbol for i in derived.spec.tensor_inputs}
     lines = []
-    for fact in derived.shape_facts:
-        code = _shape_code(reductions.shape_of(fact.expr.args[0], definitions, tensors), helpers)
+    for fact, shape in facts:
+        code = _shape_code(shape, helpers)
         if isinstance(fact.expr, reductions.Count):
             dims = "None" if fact.expr.dims is None else repr(fact.expr.dims)
             code = f"{helpers['count']}({code}, {dims})"
