@@ -9,7 +9,8 @@ Forward:
 
 Derivatives:
     dy/dvalue = gelu(gate)
-    dy/dgate = value*(1 + gate*sqrt(2)*exp(-gate**2/2)/sqrt(pi) + erf(gate*sqrt(2)/2))/2
+    dy/dgate = value*(1/2 + erf(gate*sqrt(2)/2)/2 +
+        gate*sqrt(2)*exp(-gate**2/2)/(2*sqrt(pi)))
 """
 
 from __future__ import annotations
@@ -75,16 +76,8 @@ class GEGLU(torch.autograd.Function):
         if need_value:
             grad_value = grad_y * torch.nn.functional.gelu(gate)
         if need_gate:
-            _t0 = gate * math.sqrt(2)
-            grad_gate = (
-                grad_y
-                * value
-                * (
-                    1
-                    + _t0 * torch.exp(-(gate**2) / 2) / math.sqrt(math.pi)
-                    + torch.erf(_t0 / 2)
-                )
-                / 2
+            grad_gate = torch.ops.aten.gelu_backward(
+                *torch.broadcast_tensors(grad_y * value, gate)
             )
         return _reduce_to(grad_value, value.shape), _reduce_to(grad_gate, gate.shape)
 
@@ -96,13 +89,13 @@ class GEGLU(torch.autograd.Function):
         tangent_value, tangent_gate = _fill_tangents(
             (tangent_value, tangent_gate), ctx.tangent_shapes
         )
-        _t1 = math.sqrt(2) / 2 * gate
+        _t0 = math.sqrt(2) / 2 * gate
         tangent_y = tangent_value * torch.nn.functional.gelu(
             gate
         ) + tangent_gate * value * (
             1 / 2
-            + torch.erf(_t1) / 2
-            + _t1 * torch.exp(-(gate**2) / 2) / math.sqrt(math.pi)
+            + torch.erf(_t0) / 2
+            + _t0 * torch.exp(-(gate**2) / 2) / math.sqrt(math.pi)
         )
         return _expand_to(tangent_y, y_shape)
 

@@ -75,12 +75,11 @@ class GeluTanh(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t0 = x**3
-            _t1 = math.sqrt(2 / math.pi)
-            inner = _t1 * (x + 0.044715 * _t0)
-            _t2 = torch.tanh(inner)
-            _t3 = _t1 * (1 - _t2**2)
-            grad_x = grad_y * (0.5 + 0.5 * _t2 + 0.5 * _t3 * x + 0.0670725 * _t0 * _t3)
+            _t0 = math.sqrt(2 / math.pi)
+            inner = _t0 * (x + 0.044715 * x**3)
+            _t1 = torch.tanh(inner)
+            _t2 = _t0 * torch.ops.aten.tanh_backward(0.5 * grad_y * x, _t1)
+            grad_x = _t2 + grad_y * (0.5 + 0.5 * _t1) + 0.134145 * _t2 * x**2
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -89,12 +88,12 @@ class GeluTanh(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t4 = math.sqrt(2 / math.pi)
-        inner = _t4 * (x + 0.044715 * x**3)
-        tangent_inner = _t4 * (tangent_x + 0.134145 * tangent_x * x**2)
-        _t5 = torch.tanh(inner)
-        tangent_y = tangent_x * (0.5 + 0.5 * _t5) + 0.5 * tangent_inner * x * (
-            1 - _t5**2
+        _t3 = math.sqrt(2 / math.pi)
+        inner = _t3 * (x + 0.044715 * x**3)
+        tangent_inner = _t3 * (tangent_x + 0.134145 * tangent_x * x**2)
+        _t4 = torch.tanh(inner)
+        tangent_y = tangent_x * (0.5 + 0.5 * _t4) + 0.5 * tangent_inner * x * (
+            1 - _t4**2
         )
         return _expand_to(tangent_y, y_shape)
 

@@ -85,14 +85,19 @@ class LogisticMoments(torch.autograd.Function):
         (z_shape,) = ctx.input_shapes
         (need_z,) = ctx.needs_input_grad
         grad_z = None
-        if need_z:
-            _t0 = expected * (1 - expected)
         if grad_expected is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, _t0 * grad_expected)
+                grad_z = _accumulate(
+                    grad_z, torch.ops.aten.sigmoid_backward(grad_expected, expected)
+                )
         if grad_variance is not None:
             if need_z:
-                grad_z = _accumulate(grad_z, _t0 * grad_variance * (1 - 2 * expected))
+                grad_z = _accumulate(
+                    grad_z,
+                    torch.ops.aten.sigmoid_backward(
+                        grad_variance * (1 - 2 * expected), expected
+                    ),
+                )
         return (_reduce_to(grad_z, z_shape),)
 
     @staticmethod
@@ -101,9 +106,9 @@ class LogisticMoments(torch.autograd.Function):
         (expected,) = ctx.saved_tensors
         expected_shape, variance_shape = ctx.output_shapes
         (tangent_z,) = _fill_tangents((tangent_z,), ctx.tangent_shapes)
-        _t1 = 1 - expected
-        tangent_p = _t1 * expected * tangent_z
-        tangent_variance = _t1 * tangent_p - expected * tangent_p
+        _t0 = 1 - expected
+        tangent_p = _t0 * expected * tangent_z
+        tangent_variance = _t0 * tangent_p - expected * tangent_p
         return _expand_to(tangent_p, expected_shape), _expand_to(
             tangent_variance, variance_shape
         )

@@ -75,7 +75,9 @@ class MaskedBlend(torch.autograd.Function):
         need_x, _, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = grad_y * (m + strength * (1 - m) * (1 - torch.tanh(x) ** 2))
+            grad_x = grad_y * m + torch.ops.aten.tanh_backward(
+                grad_y * strength * (1 - m), torch.tanh(x)
+            )
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod

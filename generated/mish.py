@@ -28,6 +28,19 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """grad * mish'(x) by torch's kernel, which has no derivative: plain
+    torch when grad mode is on, where this backward is itself differentiated."""
+    if torch.is_grad_enabled():
+        return grad * (
+            x
+            * (1 - torch.tanh(torch.nn.functional.softplus(x)) ** 2)
+            * torch.sigmoid(x)
+            + torch.tanh(torch.nn.functional.softplus(x))
+        )
+    return torch.ops.aten.mish_backward(grad, x)
+
+
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """A tangent in the shape of its output (an input tangent may broadcast to it)."""
     return tangent if tangent.shape == shape else tangent.expand(shape)
@@ -53,7 +66,7 @@ class Mish(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
-        y = x * torch.tanh(torch.nn.functional.softplus(x))
+        y = torch.nn.functional.mish(x)
         return y
 
     @staticmethod
@@ -71,8 +84,7 @@ class Mish(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t0 = torch.tanh(torch.nn.functional.softplus(x))
-            grad_x = grad_y * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
+            grad_x = _mish_backward(grad_y, x)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -81,8 +93,8 @@ class Mish(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t1 = torch.tanh(torch.nn.functional.softplus(x))
-        tangent_y = _t1 * tangent_x + tangent_x * x * (1 - _t1**2) * torch.sigmoid(x)
+        _t0 = torch.tanh(torch.nn.functional.softplus(x))
+        tangent_y = tangent_x * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
         return _expand_to(tangent_y, y_shape)
 
 

@@ -30,6 +30,19 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
 
 
+def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """grad * mish'(x) by torch's kernel, which has no derivative: plain
+    torch when grad mode is on, where this backward is itself differentiated."""
+    if torch.is_grad_enabled():
+        return grad * (
+            x
+            * (1 - torch.tanh(torch.nn.functional.softplus(x)) ** 2)
+            * torch.sigmoid(x)
+            + torch.tanh(torch.nn.functional.softplus(x))
+        )
+    return torch.ops.aten.mish_backward(grad, x)
+
+
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """A tangent in the shape of its output (an input tangent may broadcast to it)."""
     return tangent if tangent.shape == shape else tangent.expand(shape)
@@ -80,7 +93,7 @@ class MishFused(torch.autograd.Function):
     @staticmethod
     def forward_body(x: torch.Tensor) -> torch.Tensor:
         """The forward op by op; `forward` runs it compiled."""
-        y = x * torch.tanh(torch.nn.functional.softplus(x))
+        y = torch.nn.functional.mish(x)
         return y
 
     @staticmethod
@@ -109,8 +122,7 @@ class MishFused(torch.autograd.Function):
         """The backward op by op, from what it reads; `backward` runs it compiled."""
         grad_x = None
         if need_x:
-            _t0 = torch.tanh(torch.nn.functional.softplus(x))
-            grad_x = grad_y * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
+            grad_x = _mish_backward(grad_y, x)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -119,8 +131,8 @@ class MishFused(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t1 = torch.tanh(torch.nn.functional.softplus(x))
-        tangent_y = _t1 * tangent_x + tangent_x * x * (1 - _t1**2) * torch.sigmoid(x)
+        _t0 = torch.tanh(torch.nn.functional.softplus(x))
+        tangent_y = tangent_x * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
         return _expand_to(tangent_y, y_shape)
 
 

@@ -76,7 +76,7 @@ class SoftClamp(torch.autograd.Function):
         grad_x = None
         if need_x:
             s = torch.sigmoid(x)
-            grad_x = grad_y * s * (1 - s) * (hi - lo)
+            grad_x = torch.ops.aten.sigmoid_backward(grad_y * (hi - lo), s)
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod

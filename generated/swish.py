@@ -8,8 +8,8 @@ Forward:
     y = x*sigmoid(beta*x)
 
 Derivatives:
-    dy/dx = beta*y*(1 - sigmoid(beta*x)) + sigmoid(beta*x)
-    dy/dbeta = x*y*(1 - sigmoid(beta*x))
+    dy/dx = beta*x*(1 - sigmoid(beta*x))*sigmoid(beta*x) + sigmoid(beta*x)
+    dy/dbeta = x**2*(1 - sigmoid(beta*x))*sigmoid(beta*x)
 """
 
 from __future__ import annotations
@@ -61,23 +61,23 @@ class Swish(torch.autograd.Function):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, beta = inputs
         y = output
-        ctx.save_for_backward(x, beta, y)
+        ctx.save_for_backward(x, beta)
         ctx.save_for_forward(x, beta, y)
         ctx.output_shapes = (y.shape,)
         ctx.tangent_shapes = (x.shape, beta.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, beta, y = ctx.saved_tensors
+        x, beta = ctx.saved_tensors
         need_x, need_beta = ctx.needs_input_grad
         grad_x = grad_beta = None
         if need_x or need_beta:
             _t0 = torch.sigmoid(beta * x)
-            _t1 = y * (1 - _t0)
+            _t1 = torch.ops.aten.sigmoid_backward(grad_y * x, _t0)
         if need_x:
-            grad_x = grad_y * (_t0 + _t1 * beta)
+            grad_x = _t0 * grad_y + _t1 * beta
         if need_beta:
-            grad_beta = _t1 * grad_y * x
+            grad_beta = _t1 * x
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_beta, beta.shape)
 
     @staticmethod

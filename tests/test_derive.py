@@ -24,6 +24,7 @@ import torch
 import symgrad
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
+from symgrad.backends.python import kernels
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
@@ -188,8 +189,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value.expand(frame).sum_to_size(shape)
 
 
+# The backward-kernel helpers of generated modules, as a bare TorchPrinter names them.
+_KERNEL_HELPERS = {
+    f"_{kernels.helper_role(name)}": eval(
+        "lambda grad, point: " + kernel.call.format(grad="grad", point="point"), {"torch": torch}
+    )
+    for name, kernel in kernels.KERNELS.items()
+}
+
+
 def evaluate(code: str, namespace: Mapping[str, Any]) -> Any:
-    return eval(code, {"torch": torch, "math": math, "_sum_to": _sum_to}, dict(namespace))
+    helpers = {"torch": torch, "math": math, "_sum_to": _sum_to, **_KERNEL_HELPERS}
+    return eval(code, helpers, dict(namespace))
 
 
 def shape_facts(derived: Derived, forward: Mapping[str, Any]) -> dict[str, Any]:

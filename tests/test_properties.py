@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import symgrad
+from symgrad.backends.python import kernels
 from symgrad.frontend.model import Spec
 from symgrad.language import functions
 from tests.conftest import import_file
@@ -278,8 +279,8 @@ def test_generated_function_matches_autograd(case: Case, directory: Path) -> Non
     ("name", "wrong"),
     [
         ("sin", lambda f, i: -functions.call("cos", f.args[0])),
-        ("tanh", lambda f, i: 1 + f**2),
-        ("sigmoid", lambda f, i: f * (1 + f)),
+        ("atan", lambda f, i: 1 / (1 - f.args[0] ** 2)),
+        ("exp", lambda f, i: 2 * f),
     ],
 )
 def test_detects_a_wrong_derivative_rule(
@@ -290,6 +291,24 @@ def test_detects_a_wrong_derivative_rule(
     monkeypatch.setitem(functions.FUNCTIONS, name, broken)
     with pytest.raises(AssertionError):
         check_case(Case(None, (f"{name}(x * y) + x",)), directory)
+
+
+@pytest.mark.parametrize(
+    ("name", "formula", "wrong"),
+    [
+        ("tanh", "tanh(x * y) + x", "torch.ops.aten.sigmoid_backward({grad}, {point})"),
+        ("sigmoid", "sigmoid(x * y) + x", "torch.ops.aten.tanh_backward({grad}, {point})"),
+        ("silu", "x * y * sigmoid(x * y) + x", "({grad} * {point})"),
+    ],
+)
+def test_detects_a_wrong_backward_kernel(
+    name: str, formula: str, wrong: str, directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The property check fails when the Python backend calls the wrong backward kernel."""
+    kernel = dataclasses.replace(kernels.KERNELS[name], call=wrong)
+    monkeypatch.setitem(kernels.KERNELS, name, kernel)
+    with pytest.raises(AssertionError):
+        check_case(Case(None, (formula,)), directory)
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,7 @@ CASES = [
     ),
     (
         "swish.yaml",  # beta is drawn as β, and the inputs say so
-        ["  beta (β): tensor", "  ∂y/∂β = x⋅y⋅(1 - sigmoid(β⋅x))\n"],
+        ["  beta (β): tensor", "  ∂y/∂β = x ⋅(1 - sigmoid(β⋅x))⋅sigmoid(β⋅x)\n"],
         ["\\frac{\\partial y}{\\partial \\beta} &= ", "%   beta ($\\beta$): tensor"],
     ),
     (

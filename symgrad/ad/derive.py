@@ -21,7 +21,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.ad import forward_mode, guards, reuse, stable
+from symgrad.ad import forward_mode, fuse, guards, reuse, stable
 from symgrad.ad.ir import (
     Assignment,
     BackwardPlan,
@@ -36,7 +36,7 @@ from symgrad.ad.ir import (
 from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import reductions
+from symgrad.language import pullbacks, reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -307,11 +307,16 @@ def _declared_names(spec: Spec) -> list[str]:
     ]
 
 
+def _rewrite(expr: sympy.Expr) -> sympy.Expr:
+    """The formula in torch's stable primitives and fused activations."""
+    return fuse.fuse_activations(stable.stabilize(expr))
+
+
 def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
-    statements = [Assignment(s.target, stable.stabilize(s.expr)) for s in statements]
+    statements = [Assignment(s.target, _rewrite(s.expr)) for s in statements]
     statements = _hoist_reductions(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
@@ -421,7 +426,7 @@ def _partials(
     for part in parts:
         names = {**temporaries, **{s.target: s.expr for s in part.statements}}
         for item, expr in part.gradients.items():
-            partial: sympy.Expr | None = expr
+            partial: sympy.Expr | None = pullbacks.expand_pullbacks(expr)
             while partial is not None and partial.free_symbols & names.keys():
                 partial = partial.xreplace(names)
                 if sympy.count_ops(partial) > _DOCSTRING_MAX_OPS:

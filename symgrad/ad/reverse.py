@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import sympy
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import piecewise, reductions, rules
+from symgrad.language import piecewise, pullbacks, reductions, rules
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -154,6 +154,9 @@ class ReverseSweep:
                     add(taken, self.scaled(adjoint, piecewise.where(cond, adjoint.expr, zero)))
                 if untaken in order:
                     add(untaken, self.scaled(adjoint, piecewise.where(cond, zero, adjoint.expr)))
+            elif (pulled := pullbacks.pullback(node, adjoint.expr)) is not None:
+                full = adjoint.full or self.shapes.of(node) == self.shapes.of(adjoint.frame)
+                add(node.args[0], Term(pulled, adjoint.frame, full))
             else:
                 frame_shape = self.shapes.of(adjoint.frame)
                 for index, partial in self.partials(node, order):

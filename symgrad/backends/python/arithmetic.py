@@ -17,7 +17,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from symgrad.backends.python.spellings import SPELLINGS
-from symgrad.language import functions, piecewise, reductions
+from symgrad.language import functions, piecewise, pullbacks, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -49,6 +49,8 @@ class ArithmeticPrinter(StrPrinter):
         # products multiply in before the full-size factors (see _print_Mul).
         self.small_symbols: frozenset[sympy.Basic] = frozenset()
         self.uses_math = False
+        # Helper roles that printed code calls (pullbacks through a helper).
+        self.used_helpers: set[str] = set()
 
     def _print(self, expr: Any, **kwargs: Any) -> str:
         """Print `expr` if it is something torch code can say; raise otherwise (strict)."""
@@ -275,6 +277,7 @@ _PRINTABLE_TYPES = (
     reductions.Normalization,
     reductions.Unsqueeze,
     reductions.SumTo,
+    pullbacks.Pullback,
     sympy.And,
     sympy.Or,
     sympy.Not,

@@ -65,6 +65,19 @@ class Jvp:
 
 
 @dataclass(frozen=True)
+class PullbackHelper:
+    """A module-level function calling a backward kernel that has no derivative
+    (symgrad.backends.python.kernels), or plain torch when grad mode is on."""
+
+    name: str
+    # The language function whose derivative it applies (silu, mish).
+    function: str
+    # grad * f'(x) in plain torch, and the kernel call, both on `grad` and `x`.
+    formula: str
+    kernel: str
+
+
+@dataclass(frozen=True)
 class ModuleContext:
     """Everything function.py.jinja lays out, printed and named."""
 
@@ -89,6 +102,7 @@ class ModuleContext:
     shape_facts_attribute: str
     # The module's helper functions by role (sum_to, reduced_shape, ...), named freshly.
     helpers: Mapping[str, str]
+    pullback_helpers: tuple[PullbackHelper, ...]
     uses_reduced_shape: bool
     uses_count: bool
     uses_math: bool

@@ -7,12 +7,21 @@ from collections.abc import Mapping
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
-from symgrad.backends.python.contexts import Block, CustomOp, Fused, Jvp, ModuleContext, OutputPart
+from symgrad.backends.python import kernels
+from symgrad.backends.python.contexts import (
+    Block,
+    CustomOp,
+    Fused,
+    Jvp,
+    ModuleContext,
+    OutputPart,
+    PullbackHelper,
+)
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import reductions
+from symgrad.language import pullbacks, reductions
 
 ANNOTATIONS = {
     InputType.TENSOR: "torch.Tensor",
@@ -64,6 +73,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
         shape_facts_attribute=names.shape_facts_attribute,
         helpers=names.helpers,
+        pullback_helpers=_pullback_helpers(printer, names.helpers),
         # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
@@ -92,6 +102,22 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         local_function=local_function,
         local_body=local_body,
     )
+
+
+def _pullback_helpers(
+    printer: TorchPrinter, helpers: Mapping[str, str]
+) -> tuple[PullbackHelper, ...]:
+    """The helpers the printed backward calls, each with its plain-torch formula."""
+    grad, x = sympy.Symbol("grad", real=True), sympy.Symbol("x", real=True)
+    local = TorchPrinter(frozenset({grad, x}))
+    found = []
+    for function, kernel in kernels.KERNELS.items():
+        role = kernels.helper_role(function)
+        if role in printer.used_helpers:
+            formula = local.doprint(pullbacks.PULLBACKS[function](grad, x).expanded())
+            call = kernel.call.format(grad="grad", point="x")
+            found.append(PullbackHelper(helpers[role], function, formula, call))
+    return tuple(found)
 
 
 def _fact_shapes(derived: Derived) -> list[tuple[Assignment, reductions.Shape | None]]:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, Namer
+from symgrad.backends.python import kernels
 from symgrad.frontend.model import Input
 from symgrad.language import reductions
 from symgrad.language.piecewise import is_condition
@@ -33,7 +34,14 @@ class BackwardNames:
         # Module-level helpers some modules need, by role.
         self.helpers = {
             role: namer.fresh(f"_{role}")
-            for role in ("sum_to", "reduced_shape", "count", "expand_to", "fill_tangents")
+            for role in (
+                "sum_to",
+                "reduced_shape",
+                "count",
+                "expand_to",
+                "fill_tangents",
+                *kernels.HELPER_ROLES,
+            )
         }
         self.output_shapes_attribute = "output_shapes"
         needs = [self.need.get(i.name, "_") for i in spec.inputs]

@@ -8,17 +8,25 @@ prints with `math`. Anything it does not know raises, so broken code is never em
 
 from __future__ import annotations
 
+from typing import Any
+
 import sympy
 from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.python.arithmetic import ArithmeticPrinter, UnprintableError
-from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.backends.python.kernels import HELPER_ROLES, KERNELS, helper_role
+from symgrad.language import activations, functions, piecewise, pullbacks, reductions
 
 
 class TorchPrinter(ArithmeticPrinter):
     """Prints expressions whose tensor symbols are known as torch/Python code."""
 
     printmethod = "_torchcode"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Default names of the kernel helpers; a module's emitter renames them.
+        self.helpers = {**self.helpers, **{role: f"_{role}" for role in HELPER_ROLES}}
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
         lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
@@ -105,6 +113,18 @@ class TorchPrinter(ArithmeticPrinter):
             arguments.append(expr.torch_options)
         return f"{expr.torch_function}({', '.join(arguments)})"
 
+    def _print_Pullback(self, expr: pullbacks.Pullback) -> str:
+        """torch's backward kernel (symgrad.backends.python.kernels) on tensors."""
+        if not (self.is_tensor(expr.grad) and self.is_tensor(expr.point)):
+            return self._print(expr.expanded())
+        kernel = KERNELS[expr.function]
+        call = kernel.call
+        if not kernel.differentiable:
+            role = helper_role(expr.function)
+            self.used_helpers.add(role)
+            call = self.helpers[role] + "({grad}, {point})"
+        return call.format(grad=self._print(expr.grad), point=self._print(expr.point))
+
     def _print_Maximum(self, expr: piecewise.Maximum) -> str:
         return self._extremum(expr, "maximum")
 
@@ -185,6 +205,8 @@ def _install_function_dispatch() -> None:
         setattr(TorchPrinter, f"_print_{name}", TorchPrinter._print_ElementwiseFunction)
     for activation in activations.ACTIVATIONS.values():
         setattr(TorchPrinter, f"_print_{activation.__name__}", TorchPrinter._print_Activation)
+    for kind in pullbacks.PULLBACKS.values():
+        setattr(TorchPrinter, f"_print_{kind.__name__}", TorchPrinter._print_Pullback)
     for cls in reductions.REDUCTIONS.values():
         setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
     for normalization in reductions.NORMALIZATIONS.values():

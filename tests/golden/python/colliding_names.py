@@ -11,8 +11,8 @@ Forward:
     y_ = _t0*exp(generator)
 
 Derivatives:
-    dy/doutput = grad_output*inputs*(1 - sigmoid(_t0))
-    dy/dinputs = grad_output*output*(1 - sigmoid(_t0))
+    dy/doutput = grad_y*inputs*(1 - sigmoid(_t0))*sigmoid(_t0)
+    dy/dinputs = grad_y*output*(1 - sigmoid(_t0))*sigmoid(_t0)
     dy/dgenerator = need_output**2
     dy/dgrad_y = sigmoid(_t0)
     dy_/doutput = inputs*exp(generator)
@@ -126,8 +126,7 @@ class CollidingNames(torch.autograd.Function):
                 _t0 = inputs * output
                 _t6 = torch.sigmoid(_t0)
             if need_output_ or need_inputs:
-                grad_output = _t6 * grad_y
-                _t7 = grad_output * grad_y_ * (1 - _t6)
+                _t7 = torch.ops.aten.sigmoid_backward(grad_y * grad_y_, _t6)
             if need_output_:
                 grad_output_ = _accumulate(
                     grad_output_, _sum_to(_t7 * inputs, _t1, _t2)

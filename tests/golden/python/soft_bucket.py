@@ -10,7 +10,7 @@ Forward:
     bucket = scaled - sin(scaled)
 
 Derivatives:
-    dweight/dx = -weight*sigmoid(scaled)/width
+    dweight/dx = (-weight + (1 - sigmoid(scaled))*exp(-scaled)*sigmoid(scaled))/width
 """
 
 from __future__ import annotations
@@ -93,7 +93,14 @@ class SoftBucket(torch.autograd.Function):
                 _t0 = 1 / width if width else math.copysign(math.inf, width)
                 scaled = _t0 * x
                 grad_x = _accumulate(
-                    grad_x, (-_t0) * grad_weight * weight * torch.sigmoid(scaled)
+                    grad_x,
+                    _t0
+                    * (
+                        -grad_weight * weight
+                        + torch.ops.aten.sigmoid_backward(
+                            grad_weight * torch.exp(-scaled), torch.sigmoid(scaled)
+                        )
+                    ),
                 )
         return _reduce_to(grad_x, x.shape), None
 
