@@ -107,6 +107,8 @@ class ArithmeticPrinter(StrPrinter):
             return f"1 / {self.parenthesize(denominator, PRECEDENCE['Mul'], strict=True)}"
         pow_precedence = PRECEDENCE["Pow"]
         left = self.parenthesize(base, pow_precedence, strict=True)
+        if exponent.is_Integer and 3 < int(exponent) <= 64 and self.is_tensor(base):
+            return _power_chain(left, int(exponent))
         right = self.parenthesize(exponent, pow_precedence, strict=True)
         return f"{left}**{right}"
 
@@ -293,3 +295,19 @@ def _is_printable(expr: Any) -> bool:
     if isinstance(expr, sympy.NumberSymbol):
         return expr in (sympy.pi, sympy.E)
     return isinstance(expr, _PRINTABLE_TYPES)
+
+
+def _power_chain(base: str, exponent: int) -> str:
+    """base**exponent as squares, cubes and products (x**6 as `(x**2)**3`).
+
+    torch computes `x**2` and `x**3` as products, but any larger integer power through
+    the general pow kernel, which costs about 25 multiplies per element on CPU. The
+    result binds as tightly as a power (a product comes parenthesised).
+    """
+    if exponent <= 3:
+        return f"{base}**{exponent}"
+    for root in (3, 2):
+        if exponent % root == 0:
+            inner = _power_chain(base, exponent // root)
+            return f"{inner if inner.endswith(')') else f'({inner})'}**{root}"
+    return f"({base} * {_power_chain(base, exponent - 1)})"
