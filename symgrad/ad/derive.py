@@ -21,7 +21,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.ad import forward_mode, fuse, guards, reuse, stable
+from symgrad.ad import cheapen, forward_mode, fuse, guards, reuse, stable
 from symgrad.ad.ir import (
     Assignment,
     BackwardPlan,
@@ -308,8 +308,8 @@ def _declared_names(spec: Spec) -> list[str]:
 
 
 def _rewrite(expr: sympy.Expr) -> sympy.Expr:
-    """The formula in torch's stable primitives and fused activations."""
-    return fuse.fuse_activations(stable.stabilize(expr))
+    """The formula in torch's stable primitives, fused activations and cheaper identities."""
+    return cheapen.cheapen(fuse.fuse_activations(stable.stabilize(expr)))
 
 
 def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
