@@ -8,10 +8,10 @@ Forward:
     loss = mean(-t*log(sigmoid(x)) - (1 - t)*log(1 - sigmoid(x)))
 
 Derivatives:
-    dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/numel(-(t*log_sigmoid(x) + (1 -
-        t)*log_sigmoid(-x)))
-    dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-(t*log_sigmoid(x) + (1 -
-        t)*log_sigmoid(-x)))
+    dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/numel(-t*log_sigmoid(x) - (1 -
+        t)*log_sigmoid(-x))
+    dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-t*log_sigmoid(x) - (1 -
+        t)*log_sigmoid(-x))
 """
 
 from __future__ import annotations
@@ -79,20 +79,25 @@ class BCEWithLogits(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        loss = torch.mean(
-            -t * torch.nn.functional.logsigmoid(x)
-            - (1 - t) * torch.nn.functional.logsigmoid(-x)
-        )
-        return loss
+    def forward(
+        x: torch.Tensor, t: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        log_sigmoid0 = torch.nn.functional.logsigmoid(x)
+        log_sigmoid1 = torch.nn.functional.logsigmoid(-x)
+        loss = torch.mean(-log_sigmoid0 * t - log_sigmoid1 * (1 - t))
+        return loss, log_sigmoid0, log_sigmoid1
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, t = inputs
-        loss = output
-        ctx.save_for_backward(x, t)
+        loss, log_sigmoid0, log_sigmoid1 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(log_sigmoid0, log_sigmoid1)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # log_sigmoid0, log_sigmoid1.
+        ctx.save_for_backward(x, t, log_sigmoid0, log_sigmoid1)
         ctx.save_for_forward(x, t)
-        ctx.output_shapes = (loss.shape,)
+        ctx.output_shapes = (loss.shape, log_sigmoid0.shape, log_sigmoid1.shape)
         ctx.tangent_shapes = (x.shape, t.shape)
         _t0 = _count(torch.broadcast_shapes(t.shape, x.shape), None)
         _t1 = x.shape
@@ -101,46 +106,57 @@ class BCEWithLogits(torch.autograd.Function):
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, t = ctx.saved_tensors
+    def backward(
+        ctx: Any,
+        grad_loss: torch.Tensor | None,
+        _grad_log_sigmoid0: torch.Tensor | None,
+        _grad_log_sigmoid1: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, t, log_sigmoid0, log_sigmoid1 = ctx.saved_tensors
         _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_t = ctx.needs_input_grad
+        if grad_loss is None:  # the output got no gradient
+            return None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            log_sigmoid0 = torch.nn.functional.logsigmoid(x)
+            log_sigmoid1 = torch.nn.functional.logsigmoid(-x)
         grad_x = grad_t = None
         if need_x or need_t:
-            _t4 = -x
-            _t5 = grad_loss / _t0
+            _t4 = grad_loss / _t0
         if need_x:
             grad_x = _sum_to(
-                -_t5 * (t * torch.sigmoid(_t4) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
+                -_t4 * (t * torch.sigmoid(-x) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
             )
         if need_t:
-            grad_t = _sum_to(
-                _t5
-                * (
-                    -torch.nn.functional.logsigmoid(x)
-                    + torch.nn.functional.logsigmoid(_t4)
-                ),
-                _t3,
-                _t2,
-            )
+            grad_t = _sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_t, t.shape)
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, tangent_t: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         x, t = ctx.saved_tensors
-        (loss_shape,) = ctx.output_shapes
+        loss_shape, log_sigmoid0_shape, log_sigmoid1_shape = ctx.output_shapes
+        _t0, _t1, _t2, _t3 = ctx.shape_facts
         tangent_x, tangent_t = _fill_tangents(
             (tangent_x, tangent_t), ctx.tangent_shapes
         )
-        _t6 = -x
+        _t5 = -x
+        log_sigmoid0 = torch.nn.functional.logsigmoid(x)
+        log_sigmoid1 = torch.nn.functional.logsigmoid(_t5)
+        tangent_log_sigmoid0 = tangent_x * torch.sigmoid(_t5)
+        tangent_log_sigmoid1 = -tangent_x * torch.sigmoid(x)
         tangent_loss = torch.mean(
-            tangent_t * torch.nn.functional.logsigmoid(_t6)
-            - tangent_t * torch.nn.functional.logsigmoid(x)
-            - t * tangent_x * torch.sigmoid(_t6)
-            - tangent_x * (-1 + t) * torch.sigmoid(x)
+            _sum_to(
+                log_sigmoid1 * tangent_t
+                + tangent_log_sigmoid1 * (-1 + t)
+                - log_sigmoid0 * tangent_t
+                - t * tangent_log_sigmoid0,
+                _t2,
+                _t2,
+            )
         )
-        return _expand_to(tangent_loss, loss_shape)
+        return _expand_to(tangent_loss, loss_shape), None, None
 
 
 class _BCEWithLogitsTraceable(BCEWithLogits):
@@ -156,4 +172,6 @@ def bce_with_logits(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     function = (
         _BCEWithLogitsTraceable if torch.compiler.is_compiling() else BCEWithLogits
     )
-    return function.apply(x, t)
+    # The residuals (log_sigmoid0, log_sigmoid1) are for the backward only.
+    loss, log_sigmoid0, log_sigmoid1 = function.apply(x, t)
+    return loss

@@ -105,23 +105,25 @@ class CosineSimilarity(torch.autograd.Function):
         a: torch.Tensor, b: torch.Tensor, eps: float = 1e-08
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         sum0 = torch.sum(a**2, dim=-1)
-        sum1 = torch.sum(b**2, dim=-1)
-        sum2 = torch.sum(a * b, dim=-1)
-        y = sum2 / (
-            torch.maximum(torch.sqrt(sum0), torch.tensor(eps, dtype=sum0.dtype))
-            * torch.maximum(torch.sqrt(sum1), torch.tensor(eps, dtype=sum1.dtype))
+        sqrt1 = torch.sqrt(sum0)
+        sum2 = torch.sum(b**2, dim=-1)
+        sqrt3 = torch.sqrt(sum2)
+        sum4 = torch.sum(a * b, dim=-1)
+        y = sum4 / (
+            torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+            * torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
         )
-        return y, sum0, sum1, sum2
+        return y, sqrt1, sqrt3, sum4
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, b, eps = inputs
-        y, sum0, sum1, sum2 = output
+        y, sqrt1, sqrt3, sum4 = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(a, b, sum0, sum1, sum2)
+        ctx.save_for_backward(a, b, sqrt1, sqrt3, sum4)
         ctx.numbers = (eps,)
-        ctx.save_for_forward(a, b, sum0, sum1, sum2)
-        ctx.output_shapes = (y.shape, sum0.shape, sum1.shape, sum2.shape)
+        ctx.save_for_forward(a, b, sqrt1, sqrt3, sum4)
+        ctx.output_shapes = (y.shape, sqrt1.shape, sqrt3.shape, sum4.shape)
         ctx.tangent_shapes = (a.shape, b.shape)
         _t0 = a.shape
         _t1 = _reduced_shape(a.shape, (-1,), keepdim=False)
@@ -144,33 +146,33 @@ class CosineSimilarity(torch.autograd.Function):
     def backward(
         ctx: Any,
         grad_y: torch.Tensor | None,
-        grad_sum0: torch.Tensor | None,
-        grad_sum1: torch.Tensor | None,
-        grad_sum2: torch.Tensor | None,
+        grad_sqrt1: torch.Tensor | None,
+        grad_sqrt3: torch.Tensor | None,
+        grad_sum4: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        a, b, sum0, sum1, sum2 = ctx.saved_tensors
+        a, b, sqrt1, sqrt3, sum4 = ctx.saved_tensors
         (eps,) = ctx.numbers
         _t0, _t1, _t2, _t3, _t4, _t5, _t6 = ctx.shape_facts
         need_a, need_b, _ = ctx.needs_input_grad
         grad_a = grad_b = None
         if need_a:
-            _t7 = 2 * a
+            _t7 = 1 / (2 * sqrt1)
+            _t8 = 2 * a
         if need_b:
-            _t8 = 2 * b
+            _t9 = 1 / (2 * sqrt3)
+            _t10 = 2 * b
         if grad_y is not None:
             if need_a or need_b:
-                _t9 = torch.sqrt(sum1)
-                _t10 = torch.maximum(_t9, torch.tensor(eps, dtype=_t9.dtype))
-                _t11 = torch.sqrt(sum0)
-                _t12 = torch.maximum(_t11, torch.tensor(eps, dtype=_t11.dtype))
+                _t11 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
+                _t12 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
                 _t13 = 1 / _t12 * grad_y
-                _t14 = 1 / _t10
+                _t14 = 1 / _t11
                 _t15 = _sum_to(_t14 * _t13, _t2, _t3).unsqueeze(-1)
             if need_a:
-                _t16 = _t11 == eps
-                _t17 = _t11 > eps
+                _t16 = sqrt1 == eps
+                _t17 = sqrt1 > eps
                 _t18 = torch.where(
-                    (_t11 < eps), 0, (-_t14 / _t12) * (sum2 / _t12 * grad_y)
+                    (sqrt1 < eps), 0, (-_t14 / _t12) * (sum4 / _t12 * grad_y)
                 )
                 _t19 = torch.where(_t17, 0, _t18)
                 _t20 = (
@@ -180,13 +182,15 @@ class CosineSimilarity(torch.autograd.Function):
                 )
                 grad_a = _accumulate(
                     grad_a,
-                    _t7 * _sum_to(1 / (2 * _t11) * _t20, _t1, _t3).unsqueeze(-1)
+                    _t8 * _sum_to(_t7 * _t20, _t1, _t3).unsqueeze(-1)
                     + _sum_to(_t15 * b, _t0, _t4),
                 )
             if need_b:
-                _t21 = _t9 == eps
-                _t22 = _t9 > eps
-                _t23 = torch.where((_t9 < eps), 0, ((-1 / _t10) * _t13) * (sum2 / _t10))
+                _t21 = sqrt3 == eps
+                _t22 = sqrt3 > eps
+                _t23 = torch.where(
+                    (sqrt3 < eps), 0, ((-1 / _t11) * _t13) * (sum4 / _t11)
+                )
                 _t24 = torch.where(_t22, 0, _t23)
                 _t25 = (
                     torch.where(_t21, _t24, 0) / 2
@@ -195,18 +199,18 @@ class CosineSimilarity(torch.autograd.Function):
                 )
                 grad_b = _accumulate(
                     grad_b,
-                    _t8 * _sum_to(1 / (2 * _t9) * _t25, _t6, _t3).unsqueeze(-1)
+                    _t10 * _sum_to(_t9 * _t25, _t6, _t3).unsqueeze(-1)
                     + _sum_to(_t15 * a, _t5, _t4),
                 )
-        if grad_sum0 is not None:
+        if grad_sqrt1 is not None:
             if need_a:
-                grad_a = _accumulate(grad_a, _t7 * grad_sum0.unsqueeze(-1))
-        if grad_sum1 is not None:
+                grad_a = _accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1))
+        if grad_sqrt3 is not None:
             if need_b:
-                grad_b = _accumulate(grad_b, _t8 * grad_sum1.unsqueeze(-1))
-        if grad_sum2 is not None:
+                grad_b = _accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1))
+        if grad_sum4 is not None:
             if need_a or need_b:
-                _t26 = grad_sum2.unsqueeze(-1)
+                _t26 = grad_sum4.unsqueeze(-1)
             if need_a:
                 grad_a = _accumulate(grad_a, _sum_to(_t26 * b, _t0, _t4))
             if need_b:
@@ -216,57 +220,57 @@ class CosineSimilarity(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, tangent_a: Any, tangent_b: Any, _tangent_eps: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        a, b, sum0, sum1, sum2 = ctx.saved_tensors
+        a, b, sqrt1, sqrt3, sum4 = ctx.saved_tensors
         (eps,) = ctx.numbers
-        y_shape, sum0_shape, sum1_shape, sum2_shape = ctx.output_shapes
+        y_shape, sqrt1_shape, sqrt3_shape, sum4_shape = ctx.output_shapes
         tangent_a, tangent_b = _fill_tangents(
             (tangent_a, tangent_b), ctx.tangent_shapes
         )
-        _t27 = torch.sqrt(sum0)
-        _t28 = torch.maximum(_t27, torch.tensor(eps, dtype=_t27.dtype))
-        _t29 = 1 / _t28
-        _t30 = torch.sqrt(sum1)
-        _t31 = torch.maximum(_t30, torch.tensor(eps, dtype=_t30.dtype))
-        _t32 = 1 / _t31
+        _t27 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+        _t28 = 1 / _t27
+        _t29 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
+        _t30 = 1 / _t29
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
-        tangent_sum1 = torch.sum(2 * b * tangent_b, dim=-1)
-        tangent_sum2 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
-        _t33 = tangent_sum1 / _t30
-        _t34 = _t33 / 2
-        _t35 = tangent_sum0 / _t27
-        _t36 = _t35 / 2
+        tangent_sqrt1 = tangent_sum0 / (2 * sqrt1)
+        tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
+        tangent_sqrt3 = tangent_sum2 / (2 * sqrt3)
+        tangent_sum4 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
         tangent_y = (
-            _t29 * _t32 * tangent_sum2
-            + (-_t29 / _t31)
+            _t28 * _t30 * tangent_sum4
+            + (-_t28 / _t29)
             * (
-                sum2
+                sum4
                 * torch.where(
-                    (_t30 < eps),
+                    (sqrt3 < eps),
                     0,
                     torch.where(
-                        (_t30 > eps), _t34, torch.where((_t30 == eps), _t33 / 4, _t34)
+                        (sqrt3 > eps),
+                        tangent_sqrt3,
+                        torch.where((sqrt3 == eps), tangent_sqrt3 / 2, tangent_sqrt3),
                     ),
                 )
-                / _t31
+                / _t29
             )
-            + (-_t32 / _t28)
+            + (-_t30 / _t27)
             * (
-                sum2
+                sum4
                 * torch.where(
-                    (_t27 < eps),
+                    (sqrt1 < eps),
                     0,
                     torch.where(
-                        (_t27 > eps), _t36, torch.where((_t27 == eps), _t35 / 4, _t36)
+                        (sqrt1 > eps),
+                        tangent_sqrt1,
+                        torch.where((sqrt1 == eps), tangent_sqrt1 / 2, tangent_sqrt1),
                     ),
                 )
-                / _t28
+                / _t27
             )
         )
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_sum0, sum0_shape),
-            _expand_to(tangent_sum1, sum1_shape),
-            _expand_to(tangent_sum2, sum2_shape),
+            _expand_to(tangent_sqrt1, sqrt1_shape),
+            _expand_to(tangent_sqrt3, sqrt3_shape),
+            _expand_to(tangent_sum4, sum4_shape),
         )
 
 
@@ -285,6 +289,6 @@ def cosine_similarity(
         if torch.compiler.is_compiling()
         else CosineSimilarity
     )
-    # The residuals (sum0, sum1, sum2) are for the backward only.
-    y, sum0, sum1, sum2 = function.apply(a, b, eps)
+    # The residuals (sqrt1, sqrt3, sum4) are for the backward only.
+    y, sqrt1, sqrt3, sum4 = function.apply(a, b, eps)
     return y

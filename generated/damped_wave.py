@@ -66,35 +66,54 @@ class DampedWave(torch.autograd.Function):
         omega: float = 1.5,
         E: float = 1.0,
         n: int = 2,
-    ) -> torch.Tensor:
-        envelope = E * torch.exp((-gamma) * t)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        exp0 = torch.exp((-gamma) * t)
+        envelope = E * exp0
         phase = beta * x + (-omega) * t
-        u = envelope * torch.cos(phase) ** n
-        return u
+        cos1 = torch.cos(phase)
+        u = envelope * cos1**n
+        return u, exp0, envelope, cos1
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, t, gamma, beta, omega, E, n = inputs
-        u = output
-        ctx.save_for_backward(x, t, u)
+        u, exp0, envelope, cos1 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(exp0, envelope, cos1)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # exp0, envelope, cos1.
+        ctx.save_for_backward(x, t, u, exp0, envelope, cos1)
         ctx.numbers = (gamma, beta, omega, E, n)
         ctx.save_for_forward(x, t)
-        ctx.output_shapes = (u.shape,)
+        ctx.output_shapes = (u.shape, exp0.shape, envelope.shape, cos1.shape)
         ctx.tangent_shapes = (x.shape, t.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad_u: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, t, u = ctx.saved_tensors
+    def backward(
+        ctx: Any,
+        grad_u: torch.Tensor | None,
+        _grad_exp0: torch.Tensor | None,
+        _grad_envelope: torch.Tensor | None,
+        _grad_cos1: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, t, u, exp0, envelope, cos1 = ctx.saved_tensors
         gamma, beta, omega, E, n = ctx.numbers
         need_x, need_t, _, _, _, _, _ = ctx.needs_input_grad
+        if grad_u is None:  # the output got no gradient
+            return None, None, None, None, None, None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            exp0 = torch.exp((-gamma) * t)
+            envelope = E * exp0
+            phase = beta * x + (-omega) * t
+            cos1 = torch.cos(phase)
         grad_x = grad_t = None
         if need_x or need_t:
-            envelope = E * torch.exp((-gamma) * t)
             phase = beta * x + (-omega) * t
             _t0 = (
                 envelope
                 * n
-                * torch.cos(phase) ** (-1 + n + (1 if (n == 0) else 0))
+                * cos1 ** (-1 + n + (1 if (n == 0) else 0))
                 * torch.sin(phase)
             )
         if need_x:
@@ -125,23 +144,22 @@ class DampedWave(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, t = ctx.saved_tensors
         gamma, beta, omega, E, n = ctx.numbers
-        (u_shape,) = ctx.output_shapes
+        u_shape, exp0_shape, envelope_shape, cos1_shape = ctx.output_shapes
         tangent_x, tangent_t = _fill_tangents(
             (tangent_x, tangent_t), ctx.tangent_shapes
         )
-        envelope = E * torch.exp((-gamma) * t)
+        exp0 = torch.exp((-gamma) * t)
+        envelope = E * exp0
         phase = beta * x + (-omega) * t
-        tangent_envelope = (-gamma) * envelope * tangent_t
+        cos1 = torch.cos(phase)
+        tangent_exp0 = (-gamma) * exp0 * tangent_t
+        tangent_envelope = E * tangent_exp0
         tangent_phase = beta * tangent_x + (-omega) * tangent_t
-        _t1 = torch.cos(phase)
-        tangent_u = tangent_envelope * _t1**n + (
-            -n
-        ) * envelope * tangent_phase * _t1 ** (
+        tangent_cos1 = -tangent_phase * torch.sin(phase)
+        tangent_u = tangent_envelope * cos1**n + envelope * tangent_cos1 * n * cos1 ** (
             -1 + n + (1 if (n == 0) else 0)
-        ) * torch.sin(
-            phase
         )
-        return _expand_to(tangent_u, u_shape)
+        return _expand_to(tangent_u, u_shape), None, None, None
 
 
 class _DampedWaveTraceable(DampedWave):
@@ -163,4 +181,6 @@ def damped_wave(
     n.
     """
     function = _DampedWaveTraceable if torch.compiler.is_compiling() else DampedWave
-    return function.apply(x, t, gamma, beta, omega, E, n)
+    # The residuals (exp0, envelope, cos1) are for the backward only.
+    u, exp0, envelope, cos1 = function.apply(x, t, gamma, beta, omega, E, n)
+    return u

@@ -8,10 +8,10 @@ Forward:
     loss = mean(0.5*log(var) + 0.5*(x - target)**2/var)
 
 Derivatives:
-    dloss/dx = (x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
-    dloss/dtarget = -(x - target)/(var*numel(0.5*((x - target)**2/var + log(var))))
-    dloss/dvar = 0.5*(1 - (x - target)**2/var)/(var*numel(0.5*((x - target)**2/var +
-        log(var))))
+    dloss/dx = (x - target)/(var*numel(0.5*log(var) + 0.5*(x - target)**2/var))
+    dloss/dtarget = -(x - target)/(var*numel(0.5*log(var) + 0.5*(x - target)**2/var))
+    dloss/dvar = 0.5*(1 - (x - target)**2/var)/(var*numel(0.5*log(var) + 0.5*(x -
+        target)**2/var))
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class GaussianNLLLoss(torch.autograd.Function):
     def forward(
         x: torch.Tensor, target: torch.Tensor, var: torch.Tensor
     ) -> torch.Tensor:
-        loss = torch.mean(0.5 * torch.log(var) + 0.5 * (x - target) ** 2 / var)
+        log0 = torch.log(var)
+        loss = torch.mean(0.5 * log0 + 0.5 * (x - target) ** 2 / var)
         return loss
 
     @staticmethod
@@ -133,11 +134,12 @@ class GaussianNLLLoss(torch.autograd.Function):
         tangent_x, tangent_target, tangent_var = _fill_tangents(
             (tangent_x, tangent_target, tangent_var), ctx.tangent_shapes
         )
-        _t9 = 0.5 / var
+        _t9 = 1 / var
+        tangent_log0 = _t9 * tangent_var
         tangent_loss = torch.mean(
             _sum_to(
-                _t9 * tangent_var
-                + _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
+                0.5 * tangent_log0
+                + 0.5 * _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
                 + (-0.5 * tangent_var / var) * ((x - target) ** 2 / var),
                 _t2,
                 _t2,

@@ -9,8 +9,8 @@ Forward:
     y = 0.5*x*(1 + tanh(inner))
 
 Derivatives:
-    dy/dx = 0.5 + 0.5*tanh(inner) + 0.5*x*(1 - tanh(inner)**2)*sqrt(2/pi) +
-        0.0670725*x**3*(1 - tanh(inner)**2)*sqrt(2/pi)
+    dy/dx = 2*x*(1 - sigmoid(2*inner))*sigmoid(2*inner)*sqrt(2/pi) + 0.26829*x**3*(1 -
+        sigmoid(2*inner))*sigmoid(2*inner)*sqrt(2/pi) + sigmoid(2*inner)
 """
 
 from __future__ import annotations
@@ -55,47 +55,61 @@ class GeluTanh(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
-        y = 0.5 * x * (1 + torch.tanh(inner))
-        return y
+        sigmoid0 = torch.sigmoid(2 * inner)
+        y = sigmoid0 * x
+        return y, inner, sigmoid0
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         (x,) = inputs
-        y = output
-        ctx.save_for_backward(x)
+        y, inner, sigmoid0 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(inner, sigmoid0)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # inner, sigmoid0.
+        ctx.save_for_backward(x, inner, sigmoid0)
         ctx.save_for_forward(x)
-        ctx.output_shapes = (y.shape,)
+        ctx.output_shapes = (y.shape, inner.shape, sigmoid0.shape)
         ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (x,) = ctx.saved_tensors
+    def backward(
+        ctx: Any,
+        grad_y: torch.Tensor | None,
+        _grad_inner: torch.Tensor | None,
+        _grad_sigmoid0: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, inner, sigmoid0 = ctx.saved_tensors
         (need_x,) = ctx.needs_input_grad
+        if grad_y is None:  # the output got no gradient
+            return (None,)
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
+            sigmoid0 = torch.sigmoid(2 * inner)
         grad_x = None
         if need_x:
-            _t0 = math.sqrt(2 / math.pi)
-            inner = _t0 * (x + 0.044715 * x**3)
-            _t1 = torch.tanh(inner)
-            _t2 = _t0 * torch.ops.aten.tanh_backward(0.5 * grad_y * x, _t1)
-            grad_x = _t2 + grad_y * (0.5 + 0.5 * _t1) + 0.134145 * _t2 * x**2
+            _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0) * math.sqrt(
+                2 / math.pi
+            )
+            grad_x = 2 * _t0 + grad_y * sigmoid0 + 0.26829 * _t0 * x**2
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         (x,) = ctx.saved_tensors
-        (y_shape,) = ctx.output_shapes
+        y_shape, inner_shape, sigmoid0_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t3 = math.sqrt(2 / math.pi)
-        inner = _t3 * (x + 0.044715 * x**3)
-        tangent_inner = _t3 * (tangent_x + 0.134145 * tangent_x * x**2)
-        _t4 = torch.tanh(inner)
-        tangent_y = tangent_x * (0.5 + 0.5 * _t4) + 0.5 * tangent_inner * x * (
-            1 - _t4**2
-        )
-        return _expand_to(tangent_y, y_shape)
+        _t1 = math.sqrt(2 / math.pi)
+        inner = _t1 * (x + 0.044715 * x**3)
+        sigmoid0 = torch.sigmoid(2 * inner)
+        tangent_inner = _t1 * (tangent_x + 0.134145 * tangent_x * x**2)
+        tangent_sigmoid0 = 2 * sigmoid0 * tangent_inner * (1 - sigmoid0)
+        tangent_y = sigmoid0 * tangent_x + tangent_sigmoid0 * x
+        return _expand_to(tangent_y, y_shape), None, None
 
 
 class _GeluTanhTraceable(GeluTanh):
@@ -107,4 +121,6 @@ class _GeluTanhTraceable(GeluTanh):
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """GELU activation, tanh approximation."""
     function = _GeluTanhTraceable if torch.compiler.is_compiling() else GeluTanh
-    return function.apply(x)
+    # The residuals (inner, sigmoid0) are for the backward only.
+    y, inner, sigmoid0 = function.apply(x)
+    return y

@@ -54,29 +54,41 @@ class MaskedBlend(torch.autograd.Function):
     @staticmethod
     def forward(
         x: torch.Tensor, m: torch.Tensor, strength: float = 0.5
-    ) -> torch.Tensor:
-        y = m * x + strength * (1 - m) * torch.tanh(x)
-        return y
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        tanh0 = torch.tanh(x)
+        y = m * x + strength * tanh0 * (1 - m)
+        return y, tanh0
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, m, strength = inputs
-        y = output
-        ctx.save_for_backward(x, m)
+        y, tanh0 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(tanh0)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # tanh0.
+        ctx.save_for_backward(x, m, tanh0)
         ctx.numbers = (strength,)
         ctx.save_for_forward(x, m)
-        ctx.output_shapes = (y.shape,)
+        ctx.output_shapes = (y.shape, tanh0.shape)
         ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, m = ctx.saved_tensors
+    def backward(
+        ctx: Any, grad_y: torch.Tensor | None, _grad_tanh0: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, m, tanh0 = ctx.saved_tensors
         (strength,) = ctx.numbers
         need_x, _, _ = ctx.needs_input_grad
+        if grad_y is None:  # the output got no gradient
+            return None, None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            tanh0 = torch.tanh(x)
         grad_x = None
         if need_x:
             grad_x = grad_y * m + torch.ops.aten.tanh_backward(
-                grad_y * strength * (1 - m), torch.tanh(x)
+                grad_y * strength * (1 - m), tanh0
             )
         return _reduce_to(grad_x, x.shape), None, None
 
@@ -85,12 +97,12 @@ class MaskedBlend(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, m = ctx.saved_tensors
         (strength,) = ctx.numbers
-        (y_shape,) = ctx.output_shapes
+        y_shape, tanh0_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        tangent_y = m * tangent_x + strength * tangent_x * (1 - m) * (
-            1 - torch.tanh(x) ** 2
-        )
-        return _expand_to(tangent_y, y_shape)
+        tanh0 = torch.tanh(x)
+        tangent_tanh0 = tangent_x * (1 - tanh0**2)
+        tangent_y = m * tangent_x + strength * tangent_tanh0 * (1 - m)
+        return _expand_to(tangent_y, y_shape), None
 
 
 class _MaskedBlendTraceable(MaskedBlend):
@@ -104,4 +116,6 @@ def masked_blend(
 ) -> torch.Tensor:
     """Blend x with tanh(x) under a fixed mask m."""
     function = _MaskedBlendTraceable if torch.compiler.is_compiling() else MaskedBlend
-    return function.apply(x, m, strength)
+    # The residuals (tanh0) are for the backward only.
+    y, tanh0 = function.apply(x, m, strength)
+    return y

@@ -57,34 +57,49 @@ class PseudoHuber(torch.autograd.Function):
     @staticmethod
     def forward(
         prediction: torch.Tensor, target: torch.Tensor, delta: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         r = (prediction - target) / delta
-        loss = delta**2 * (-1 + torch.sqrt(1 + r**2))
-        return loss
+        sqrt0 = torch.sqrt(1 + r**2)
+        loss = delta**2 * (-1 + sqrt0)
+        return loss, r, sqrt0
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         prediction, target, delta = inputs
-        loss = output
-        ctx.save_for_backward(prediction, target, delta)
+        loss, r, sqrt0 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(r, sqrt0)
+        # Saved for the backward, not recomputed (within what eager autograd saves): r,
+        # sqrt0.
+        ctx.save_for_backward(prediction, target, delta, r, sqrt0)
         ctx.save_for_forward(prediction, target, delta)
-        ctx.output_shapes = (loss.shape,)
+        ctx.output_shapes = (loss.shape, r.shape, sqrt0.shape)
         ctx.tangent_shapes = (prediction.shape, delta.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        prediction, target, delta = ctx.saved_tensors
+    def backward(
+        ctx: Any,
+        grad_loss: torch.Tensor | None,
+        _grad_r: torch.Tensor | None,
+        _grad_sqrt0: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
+        prediction, target, delta, r, sqrt0 = ctx.saved_tensors
         need_prediction, _, need_delta = ctx.needs_input_grad
+        if grad_loss is None:  # the output got no gradient
+            return None, None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            r = (prediction - target) / delta
+            sqrt0 = torch.sqrt(1 + r**2)
         grad_prediction = grad_delta = None
         if need_prediction or need_delta:
-            _t0 = prediction - target
-            r = _t0 / delta
-            _t1 = torch.sqrt(1 + r**2)
-            _t2 = r / _t1
+            _t0 = r / sqrt0
         if need_prediction:
-            grad_prediction = _t2 * grad_loss * delta
+            grad_prediction = _t0 * grad_loss * delta
         if need_delta:
-            grad_delta = grad_loss * (-_t0 * _t2 + 2 * delta * (-1 + _t1))
+            grad_delta = grad_loss * (
+                -_t0 * (prediction - target) + 2 * delta * (-1 + sqrt0)
+            )
         return (
             _reduce_to(grad_prediction, prediction.shape),
             None,
@@ -97,20 +112,19 @@ class PseudoHuber(torch.autograd.Function):
     ) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         prediction, target, delta = ctx.saved_tensors
-        (loss_shape,) = ctx.output_shapes
+        loss_shape, r_shape, sqrt0_shape = ctx.output_shapes
         tangent_prediction, tangent_delta = _fill_tangents(
             (tangent_prediction, tangent_delta), ctx.tangent_shapes
         )
-        _t3 = 1 / delta
-        _t4 = prediction - target
-        _t5 = delta**2
-        r = _t3 * _t4
-        tangent_r = _t3 * tangent_prediction - _t4 * tangent_delta / _t5
-        _t6 = torch.sqrt(1 + r**2)
-        tangent_loss = (
-            2 * tangent_delta * delta * (-1 + _t6) + _t5 * r * tangent_r / _t6
-        )
-        return _expand_to(tangent_loss, loss_shape)
+        _t1 = 1 / delta
+        _t2 = prediction - target
+        _t3 = delta**2
+        r = _t1 * _t2
+        sqrt0 = torch.sqrt(1 + r**2)
+        tangent_r = _t1 * tangent_prediction - _t2 * tangent_delta / _t3
+        tangent_sqrt0 = r * tangent_r / sqrt0
+        tangent_loss = _t3 * tangent_sqrt0 + 2 * tangent_delta * delta * (-1 + sqrt0)
+        return _expand_to(tangent_loss, loss_shape), None, None
 
 
 class _PseudoHuberTraceable(PseudoHuber):
@@ -124,4 +138,6 @@ def pseudo_huber(
 ) -> torch.Tensor:
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
     function = _PseudoHuberTraceable if torch.compiler.is_compiling() else PseudoHuber
-    return function.apply(prediction, target, delta)
+    # The residuals (r, sqrt0) are for the backward only.
+    loss, r, sqrt0 = function.apply(prediction, target, delta)
+    return loss

@@ -62,7 +62,8 @@ class Quantize(torch.autograd.Function):
         x: torch.Tensor, step: float = 0.5
     ) -> tuple[torch.Tensor, torch.Tensor]:
         _t0 = x / step
-        value = step * torch.round(_t0)
+        round0 = torch.round(_t0)
+        value = round0 * step
         index = torch.floor(_t0)
         return value, index
 

@@ -61,54 +61,85 @@ class SpecialMix(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    def forward(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> tuple[
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+    ]:
         r = torch.hypot(z, a)
-        y = (
-            torch.special.digamma(a) * torch.special.erfinv(0.5 * z)
-            + torch.atan2(z, a) * torch.special.logit(p) / r
-            + torch.special.gammaln(a)
-            + torch.special.xlogy(p, a)
-        )
-        return y
+        digamma0 = torch.special.digamma(a)
+        erfinv1 = torch.special.erfinv(0.5 * z)
+        atan22 = torch.atan2(z, a)
+        logit3 = torch.special.logit(p)
+        lgamma4 = torch.special.gammaln(a)
+        xlogy5 = torch.special.xlogy(p, a)
+        y = lgamma4 + xlogy5 + digamma0 * erfinv1 + atan22 * logit3 / r
+        return y, r, digamma0, erfinv1, atan22, logit3
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, p, z = inputs
-        y = output
-        ctx.save_for_backward(a, p, z)
+        y, r, digamma0, erfinv1, atan22, logit3 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(r, digamma0, erfinv1, atan22, logit3)
+        # Saved for the backward, not recomputed (within what eager autograd saves): r,
+        # digamma0, erfinv1, atan22, logit3.
+        ctx.save_for_backward(a, p, z, r, digamma0, erfinv1, atan22, logit3)
         ctx.save_for_forward(a, p, z)
-        ctx.output_shapes = (y.shape,)
+        ctx.output_shapes = (
+            y.shape,
+            r.shape,
+            digamma0.shape,
+            erfinv1.shape,
+            atan22.shape,
+            logit3.shape,
+        )
         ctx.tangent_shapes = (a.shape, p.shape, z.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        a, p, z = ctx.saved_tensors
+    def backward(
+        ctx: Any,
+        grad_y: torch.Tensor | None,
+        _grad_r: torch.Tensor | None,
+        _grad_digamma0: torch.Tensor | None,
+        _grad_erfinv1: torch.Tensor | None,
+        _grad_atan22: torch.Tensor | None,
+        _grad_logit3: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
+        a, p, z, r, digamma0, erfinv1, atan22, logit3 = ctx.saved_tensors
         need_a, need_p, need_z = ctx.needs_input_grad
+        if grad_y is None:  # the output got no gradient
+            return None, None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            r = torch.hypot(z, a)
+            digamma0 = torch.special.digamma(a)
+            erfinv1 = torch.special.erfinv(0.5 * z)
+            atan22 = torch.atan2(z, a)
+            logit3 = torch.special.logit(p)
         grad_a = grad_p = grad_z = None
         if need_a or need_p or need_z:
-            _t0 = torch.atan2(z, a)
-            r = torch.hypot(z, a)
-            _t1 = 1 / r
+            _t0 = 1 / r
         if need_a or need_z:
-            _t2 = torch.special.erfinv(0.5 * z)
-            _t3 = torch.special.logit(p)
-            _t4 = _t3 * a
-            _t5 = a**2 + z**2
-            _t6 = _t3 * z
-            _t7 = torch.special.digamma(a)
-            _t8 = _t0 / r**3
-            _t9 = _t1 / torch.where((_t5 != 0), _t5, 1)
+            _t1 = a * logit3
+            _t2 = atan22 / r**3
+            _t3 = a**2 + z**2
+            _t4 = _t0 / torch.where((_t3 != 0), _t3, 1)
+            _t5 = logit3 * z
         if need_a:
             grad_a = grad_y * (
-                _t7
-                + _t2 * torch.special.polygamma(1, a)
+                digamma0
+                + erfinv1 * torch.special.polygamma(1, a)
                 + p / a
-                - _t4 * _t8
-                - _t9 * _t6
+                - _t2 * _t1
+                - _t4 * _t5
             )
         if need_p:
             grad_p = grad_y * (
-                _t0 * _t1 / (p * (1 - p))
+                _t0 * atan22 / (p * (1 - p))
                 + torch.special.xlogy(
                     torch.where(
                         ((p == 0) & (a <= 0)),
@@ -126,9 +157,9 @@ class SpecialMix(torch.autograd.Function):
             )
         if need_z:
             grad_z = grad_y * (
-                _t4 * _t9
-                - _t8 * _t6
-                + 0.25 * math.sqrt(math.pi) * _t7 * torch.exp(_t2**2)
+                _t4 * _t1
+                - _t2 * _t5
+                + 0.25 * math.sqrt(math.pi) * digamma0 * torch.exp(erfinv1**2)
             )
         return (
             _reduce_to(grad_a, a.shape),
@@ -140,22 +171,26 @@ class SpecialMix(torch.autograd.Function):
     def jvp(ctx: Any, tangent_a: Any, tangent_p: Any, tangent_z: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         a, p, z = ctx.saved_tensors
-        (y_shape,) = ctx.output_shapes
+        y_shape, r_shape, digamma0_shape, erfinv1_shape, atan22_shape, logit3_shape = (
+            ctx.output_shapes
+        )
         tangent_a, tangent_p, tangent_z = _fill_tangents(
             (tangent_a, tangent_p, tangent_z), ctx.tangent_shapes
         )
-        _t10 = torch.special.digamma(a)
-        _t11 = torch.special.erfinv(0.5 * z)
-        _t12 = a**2 + z**2
-        _t13 = 1 / torch.where((_t12 != 0), _t12, 1)
-        _t14 = torch.special.logit(p)
-        _t15 = torch.atan2(z, a)
+        _t6 = a**2 + z**2
+        _t7 = 1 / torch.where((_t6 != 0), _t6, 1)
         r = torch.hypot(z, a)
-        _t16 = 1 / r
-        tangent_r = _t16 * a * tangent_a + _t16 * tangent_z * z
-        tangent_y = (
-            _t10 * tangent_a
-            + tangent_p
+        digamma0 = torch.special.digamma(a)
+        erfinv1 = torch.special.erfinv(0.5 * z)
+        atan22 = torch.atan2(z, a)
+        logit3 = torch.special.logit(p)
+        tangent_digamma0 = tangent_a * torch.special.polygamma(1, a)
+        tangent_erfinv1 = 0.25 * math.sqrt(math.pi) * tangent_z * torch.exp(erfinv1**2)
+        tangent_atan22 = _t7 * a * tangent_z - _t7 * tangent_a * z
+        tangent_logit3 = tangent_p / (p * (1 - p))
+        tangent_lgamma4 = digamma0 * tangent_a
+        tangent_xlogy5 = (
+            tangent_p
             * torch.special.xlogy(
                 torch.where(
                     ((p == 0) & (a <= 0)),
@@ -170,14 +205,20 @@ class SpecialMix(torch.autograd.Function):
                 ),
                 a,
             )
-            + _t16 * _t14 * (_t13 * a * tangent_z - _t13 * tangent_a * z)
-            + _t11 * tangent_a * torch.special.polygamma(1, a)
             + p * tangent_a / a
-            + (-_t14 / r) * (_t15 * tangent_r / r)
-            + 0.25 * math.sqrt(math.pi) * _t10 * tangent_z * torch.exp(_t11**2)
-            + _t16 * _t15 * tangent_p / (p * (1 - p))
         )
-        return _expand_to(tangent_y, y_shape)
+        _t8 = 1 / r
+        tangent_r = _t8 * a * tangent_a + _t8 * tangent_z * z
+        tangent_y = (
+            tangent_lgamma4
+            + tangent_xlogy5
+            + digamma0 * tangent_erfinv1
+            + erfinv1 * tangent_digamma0
+            + _t8 * atan22 * tangent_logit3
+            + _t8 * logit3 * tangent_atan22
+            + (-atan22 / r) * (logit3 * tangent_r / r)
+        )
+        return _expand_to(tangent_y, y_shape), None, None, None, None, None
 
 
 class _SpecialMixTraceable(SpecialMix):
@@ -191,4 +232,6 @@ def special_mix(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tens
     hypot).
     """
     function = _SpecialMixTraceable if torch.compiler.is_compiling() else SpecialMix
-    return function.apply(a, p, z)
+    # The residuals (r, digamma0, erfinv1, atan22, logit3) are for the backward only.
+    y, r, digamma0, erfinv1, atan22, logit3 = function.apply(a, p, z)
+    return y

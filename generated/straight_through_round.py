@@ -53,7 +53,8 @@ class StraightThroughRound(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor, step: float = 0.25) -> torch.Tensor:
-        y = step * torch.round(x / step)
+        round0 = torch.round(x / step)
+        y = round0 * step
         return y
 
     @staticmethod

@@ -53,46 +53,60 @@ class Swish(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-        y = x * torch.sigmoid(beta * x)
-        return y
+    def forward(
+        x: torch.Tensor, beta: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        sigmoid0 = torch.sigmoid(beta * x)
+        y = sigmoid0 * x
+        return y, sigmoid0
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, beta = inputs
-        y = output
-        ctx.save_for_backward(x, beta)
-        ctx.save_for_forward(x, beta, y)
-        ctx.output_shapes = (y.shape,)
+        y, sigmoid0 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(sigmoid0)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # sigmoid0.
+        ctx.save_for_backward(x, beta, sigmoid0)
+        ctx.save_for_forward(x, beta)
+        ctx.output_shapes = (y.shape, sigmoid0.shape)
         ctx.tangent_shapes = (x.shape, beta.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, beta = ctx.saved_tensors
+    def backward(
+        ctx: Any, grad_y: torch.Tensor | None, _grad_sigmoid0: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, beta, sigmoid0 = ctx.saved_tensors
         need_x, need_beta = ctx.needs_input_grad
+        if grad_y is None:  # the output got no gradient
+            return None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            sigmoid0 = torch.sigmoid(beta * x)
         grad_x = grad_beta = None
         if need_x or need_beta:
-            _t0 = torch.sigmoid(beta * x)
-            _t1 = torch.ops.aten.sigmoid_backward(grad_y * x, _t0)
+            _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0)
         if need_x:
-            grad_x = _t0 * grad_y + _t1 * beta
+            grad_x = _t0 * beta + grad_y * sigmoid0
         if need_beta:
-            grad_beta = _t1 * x
+            grad_beta = _t0 * x
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_beta, beta.shape)
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, tangent_beta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, beta, y = ctx.saved_tensors
-        (y_shape,) = ctx.output_shapes
+        x, beta = ctx.saved_tensors
+        y_shape, sigmoid0_shape = ctx.output_shapes
         tangent_x, tangent_beta = _fill_tangents(
             (tangent_x, tangent_beta), ctx.tangent_shapes
         )
-        _t2 = torch.sigmoid(beta * x)
-        tangent_y = _t2 * tangent_x + y * (1 - _t2) * (
-            beta * tangent_x + tangent_beta * x
+        sigmoid0 = torch.sigmoid(beta * x)
+        tangent_sigmoid0 = (
+            sigmoid0 * (1 - sigmoid0) * (beta * tangent_x + tangent_beta * x)
         )
-        return _expand_to(tangent_y, y_shape)
+        tangent_y = sigmoid0 * tangent_x + tangent_sigmoid0 * x
+        return _expand_to(tangent_y, y_shape), None
 
 
 class _SwishTraceable(Swish):
@@ -104,4 +118,6 @@ class _SwishTraceable(Swish):
 def swish(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
     function = _SwishTraceable if torch.compiler.is_compiling() else Swish
-    return function.apply(x, beta)
+    # The residuals (sigmoid0) are for the backward only.
+    y, sigmoid0 = function.apply(x, beta)
+    return y

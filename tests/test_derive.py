@@ -22,6 +22,7 @@ import sympy
 import torch
 
 import symgrad
+from symgrad.ad import saving
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
 from symgrad.backends.python import kernels
@@ -556,7 +557,7 @@ def test_numbers_the_backward_reads_are_saved() -> None:
     ("output", "numbers"),
     [
         ("exp(x) + c", ()),
-        ("exp(x) * c", ()),  # the gradient is grad_y * y
+        ("exp(x) * c", ("c",)),  # the gradient is grad_y * y; the jvp reads c
         ("sin(x) * c", ("c",)),
         ("x**n", ("n",)),
         ("x**n + c", ("n",)),
@@ -578,7 +579,8 @@ def test_saved_numbers(output: str, numbers: tuple[str, ...]) -> None:
 @pytest.mark.parametrize(
     ("output", "saved", "shapes"),
     [
-        ("m * x + (1 - m) * tanh(x)", ("x", "m"), ()),
+        # tanh(x) is saved: eager autograd saves it, and m, x and 1 - m besides.
+        ("m * x + (1 - m) * tanh(x)", ("x", "m", "tanh0"), ()),
         ("x * m", ("m",), ("x",)),
         ("tanh(x) + m", ("x",), ()),  # tanh(x) is recomputed, m is not read
         ("exp(x * m)", ("m", "y"), ("x",)),
@@ -598,22 +600,45 @@ def test_tensor_without_gradient(
 
 def test_masked_blend_example() -> None:
     derived = check_gradients(symgrad.load_spec(EXAMPLES / "masked_blend.yaml"))
-    assert names(derived.saved_tensors) == ("x", "m")
+    assert names(derived.saved_tensors) == ("x", "m", "tanh0")
     assert names(derived.saved_numbers) == ("strength",)
     assert [g.input.name for g in derived.backward[0].gradients] == ["x"]
 
 
-def test_nothing_intermediate_is_saved() -> None:
-    """Only inputs and outputs are saved; intermediates are recomputed (double backward)."""
-    spec = make_spec(**CASES["where chain"])
-    derived = derive(spec)
-    allowed = {i.symbol for i in spec.tensor_inputs} | {o.symbol for o in spec.outputs}
-    assert set(derived.saved_tensors) <= allowed
-    recomputed = {s.target for s in all_statements(derived)}
-    read = set().union(*(e.free_symbols for e in backward_exprs(derived)))
-    for item in spec.intermediates:
-        if item.symbol in read:
-            assert item.symbol in recomputed
+def test_saved_values_fit_eager_memory_and_are_recomputed_for_double_backward() -> None:
+    """Note [Saved values]: intermediates are saved only within what eager autograd saves,
+    and the backward can recompute each from the inputs when grad mode is on."""
+    for case in CASES.values():
+        spec = make_spec(**case)
+        derived = derive(spec)
+        values = {o.symbol for o in derived.saved_values}
+        allowed = {i.symbol for i in spec.tensor_inputs} | {o.symbol for o in derived.outputs}
+        assert set(derived.saved_tensors) <= allowed
+        assert values <= {a.target for a in derived.recompute}
+        weigh = saving.Weights(spec, {a.target: a.expr for a in derived.forward})
+        ours = sum(weigh(s) for s in derived.saved_tensors)
+        assert ours <= max(saving.eager_saved_elements(spec), 0) or not values
+
+
+def test_swish_with_a_slope_saves_its_sigmoid() -> None:
+    inputs = {"x": {"type": "tensor", "shape": [4, 8]}, "beta": {"type": "tensor", "shape": [8]}}
+    derived = check_gradients(make_spec({"y": "x * sigmoid(beta * x)"}, inputs))
+    assert names(derived.saved_tensors) == ("x", "beta", "sigmoid0")
+    assert [a.target.name for a in derived.recompute] == ["sigmoid0"]
+
+
+@pytest.mark.parametrize(
+    ("formula", "elements"),
+    [
+        ("x * sigmoid(x)", 2 * 12),  # x and sigmoid(x)
+        ("exp(x) + 1", 12),  # exp saves its result
+        ("sin(x) * 2", 12),  # sin saves its argument; a number is not saved
+        ("sum(x**2)", 12),  # x, for the square; a sum saves nothing
+    ],
+)
+def test_eager_saved_elements(formula: str, elements: int) -> None:
+    spec = make_spec({"y": formula}, {"x": {"type": "tensor", "shape": [3, 4]}})
+    assert saving.eager_saved_elements(spec) == elements
 
 
 # --- Guards -------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def test_soft_clamp_in_unicode() -> None:
         "  numbers (ctx.numbers): lo, hi\n"
         "  shapes only: none\n"
         "  residuals (extra forward outputs): none\n"
+        "  saved values (extra non-differentiable outputs): none\n"
         "  recomputed in the backward: s\n"
     )
 

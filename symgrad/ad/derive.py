@@ -15,13 +15,14 @@ instead of rebuilding them (symgrad.ad.reuse).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sympy
 
-from symgrad.ad import cheapen, forward_mode, fuse, guards, reuse, stable
+from symgrad.ad import cheapen, forward_mode, fuse, guards, reuse, saving, stable
 from symgrad.ad.ir import (
     Assignment,
     BackwardPlan,
@@ -33,10 +34,11 @@ from symgrad.ad.ir import (
     cse,
     integral_floats,
 )
+from symgrad.ad.residuals import find_residuals
 from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import pullbacks, reductions
+from symgrad.language import functions, piecewise, pullbacks, reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -93,7 +95,7 @@ def derive(spec: Spec) -> Derived:
 
     frames: dict[sympy.Basic, dict[Input, Term]] = {}
     parts = [differentiate(output) for output in spec.outputs]
-    residuals = _residuals(spec, intermediates, parts, tensors, differentiate)
+    residuals = find_residuals(spec, intermediates, parts, tensors, differentiate)
     parts += residuals.values()
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
@@ -106,8 +108,15 @@ def derive(spec: Spec) -> Derived:
     )
     parts, tangents, shape_facts = _name_shape_facts(parts, tangents, forward, spec, namer)
     recomputed = [a for a in intermediates if a.target not in residuals]
-    plan = plan_backward(spec, recomputed, parts, namer)
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
+    plan = plan_backward(spec, recomputed, parts, namer)
+    saved = saving.saved_values(spec, forward, recomputed, plan, tensors)
+    recompute = saving.recompute_statements(saved, recomputed)
+    if saved:
+        kept = [a for a in recomputed if a.target not in saved]
+        reads = set().union(*(a.expr.free_symbols for a in recompute))
+        plan = plan_backward(spec, kept, parts, namer, saved, reads)
+        jvp = dataclasses.replace(jvp, outputs=jvp.outputs + (None,) * len(saved))
     numbers = {*plan.saved_numbers, *jvp.saved_numbers}
     return Derived(
         spec=spec,
@@ -123,6 +132,10 @@ def derive(spec: Spec) -> Derived:
         names=frozenset(namer.taken),
         temporaries=frozenset(namer.made),
         residuals=tuple(part.output for part in residuals.values()),
+        saved_values=tuple(
+            Output(v.name, v, by_target[v].expr, spec.outputs[0].location, False) for v in saved
+        ),
+        recompute=recompute,
         shape_facts=shape_facts,
     )
 
@@ -161,70 +174,6 @@ def _fit_to_inputs(
         )
         for part in parts
     ]
-
-
-def _small_values(
-    intermediates: Sequence[Assignment], tensors: set[sympy.Symbol]
-) -> set[sympy.Basic]:
-    """Intermediates in a reduced shape: reductions, and values computed only from them.
-
-    See Note [Residuals].
-    """
-    small: set[sympy.Basic] = set()
-    for assignment in intermediates:
-        read = assignment.expr.free_symbols & tensors
-        if isinstance(assignment.expr, reductions.Reduction) or (read and read <= small):
-            small.add(assignment.target)
-    return small
-
-
-def _residuals(
-    spec: Spec,
-    intermediates: Sequence[Assignment],
-    parts: Sequence[OutputGradients],
-    tensors: set[sympy.Symbol],
-    differentiate: Callable[[Output], OutputGradients],
-) -> dict[sympy.Basic, OutputGradients]:
-    """The reduced-shape values the backward reads, each made an extra output.
-
-    Note [Residuals]: recomputing a reduction in the backward costs another pass over
-    its argument, while its value is small, so the forward returns it as an extra
-    output that the backward saves, like torch's own layer norm saves its mean and
-    rstd. It stays a differentiable output (not marked non-differentiable): in double
-    backward, autograd then sends the gradient that reaches it back through this
-    Function, so the backward's use of it is differentiated exactly. Its own backward
-    part may read further residuals, hence the loop. The public function drops them.
-    """
-    small = _small_values(intermediates, tensors)
-    location = spec.outputs[0].location
-    found: dict[sympy.Basic, OutputGradients] = {}
-    pending = list(parts)
-    while pending:
-        read = _free_symbols_of(pending)
-        pending = []
-        for assignment in reversed(intermediates):
-            target = assignment.target
-            if target not in read:
-                continue
-            if target in small:
-                if target not in found:
-                    residual = Output(target.name, target, assignment.expr, location)
-                    found[target] = differentiate(residual)
-                    pending.append(found[target])
-            else:
-                read |= assignment.expr.free_symbols
-    return {a.target: found[a.target] for a in intermediates if a.target in found}
-
-
-def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
-    """The values the parts read; a shape fact reads shapes only, not its argument's value."""
-    read: set[sympy.Basic] = set()
-    for part in parts:
-        for expr in [*part.gradients.values(), *(s.expr for s in part.statements)]:
-            facts = expr.atoms(reductions.ShapeFact)
-            values = expr.xreplace({fact: sympy.Integer(1) for fact in facts}) if facts else expr
-            read |= values.free_symbols
-    return read
 
 
 def _name_shape_facts(
@@ -334,23 +283,29 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
 def _hoist_reductions(
     statements: Sequence[Assignment], namer: Namer, outputs: Collection[sympy.Basic]
 ) -> list[Assignment]:
-    """Give every reduction inside a larger expression its own statement (`mean0 = ...`).
+    """Give every reduction and call inside a larger expression its own statement (`mean0 = ...`).
 
-    The backward then reads reductions by name, and a named reduction is a value it
-    can save instead of recomputing (Note [Residuals]). Equal reductions share a name.
+    The backward then reads them by name, and a named value is one it can save instead
+    of recomputing (Note [Residuals] in symgrad.ad.residuals, Note [Saved values] in
+    symgrad.ad.saving). Equal ones share a name. Calls inside a `where` stay: its guards
+    rewrite the branches.
     """
     names: dict[sympy.Basic, sympy.Symbol] = {}
     hoisted: list[Assignment] = []
 
-    def visit(node: sympy.Basic, is_root: bool) -> sympy.Basic:
+    def visit(node: sympy.Basic, is_root: bool, in_branch: bool = False) -> sympy.Basic:
         if not node.args:
             return node
-        args = [visit(arg, False) for arg in node.args]
+        in_branch = in_branch or isinstance(node, piecewise.Where)
+        args = [visit(arg, False, in_branch) for arg in node.args]
         node = node.func(*args) if args != list(node.args) else node
-        is_named = isinstance(node, (reductions.Reduction, reductions.Normalization))
+        is_named = isinstance(node, (reductions.Reduction, reductions.Normalization)) or (
+            isinstance(node, functions.ElementwiseFunction) and not in_branch and node.free_symbols
+        )
         if is_named and not is_root:
             if node not in names:
-                names[node] = sympy.Symbol(namer.fresh(f"{node.name}{len(names)}"), real=True)
+                base = getattr(node, "name", type(node).__name__)
+                names[node] = sympy.Symbol(namer.fresh(f"{base}{len(names)}"), real=True)
                 hoisted.append(Assignment(names[node], node))
             return names[node]
         return node

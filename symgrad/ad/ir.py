@@ -81,8 +81,13 @@ class Derived:
     # The temporaries symgrad made (`_t0`, ...), which emitters may rename.
     temporaries: frozenset[sympy.Symbol] = frozenset()
     # Reduced-shape forward values returned as extra outputs for the backward to save
-    # (Note [Residuals] in symgrad.ad.derive); the public function does not return them.
+    # (Note [Residuals] in symgrad.ad.residuals); the public function does not return them.
     residuals: tuple[Output, ...] = ()
+    # Full-size forward values the backward reads saved instead of recomputing, returned
+    # as extra non-differentiable outputs (Note [Saved values] in symgrad.ad.saving).
+    saved_values: tuple[Output, ...] = ()
+    # What recomputes them from the inputs when the backward runs with grad mode on.
+    recompute: tuple[Assignment, ...] = ()
     # Facts about shapes the backward reads (`_tN = Count(argument, *dims)`, the number a
     # mean divides by; `_tN = ShapeOf(reduction)`), computed from the input shapes in
     # setup_context (symgrad.language.reductions.ShapeFact).
@@ -92,8 +97,8 @@ class Derived:
 
     @property
     def outputs(self) -> tuple[Output, ...]:
-        """What `forward` returns: the spec's outputs, then the residuals."""
-        return self.spec.outputs + self.residuals
+        """What `forward` returns: the spec's outputs, the residuals, the saved values."""
+        return self.spec.outputs + self.residuals + self.saved_values
 
 
 class Namer:

@@ -12,15 +12,15 @@ places every resulting statement where it costs least:
   `need_a or need_b`; used by one input only -> inside that input's `if need_x`.
 
 Note [What the backward saves]: the backward reads tensor inputs and outputs, which are
-saved with `save_for_backward`; numbers, which are stored on ctx; and recomputes every
-intermediate from those. Saving an intermediate computed in the forward would break
-double backward (it carries no graph), so none is saved.
+saved with `save_for_backward`; numbers, which are stored on ctx; the forward values
+symgrad.ad.saving chose to save (Note [Saved values]); and recomputes every other
+intermediate from those.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -91,8 +91,14 @@ def plan_backward(
     intermediates: Sequence[Assignment],
     parts: Sequence[OutputGradients],
     namer: Namer,
+    saved_values: Sequence[sympy.Symbol] = (),
+    also_reads: Collection[sympy.Basic] = frozenset(),
 ) -> BackwardPlan:
-    """Schedule the backward for `parts`, recomputing the `intermediates` it reads."""
+    """Schedule the backward for `parts`, recomputing the `intermediates` it reads.
+
+    `saved_values` are forward values it reads saved; `also_reads`, what else reads
+    saved tensors (the statements recomputing saved values for double backward).
+    """
     consumers = [
         (k, item, expr) for k, part in enumerate(parts) for item, expr in part.gradients.items()
     ]
@@ -128,6 +134,7 @@ def plan_backward(
         outputs.append(OutputBackward(part.output, part.grad, blocks, gradients))
 
     reads = _free_symbols(s.expr for s in statements) | _free_symbols(gradient_exprs)
+    reads |= set(also_reads)
     return BackwardPlan(
         prelude=_group_by_inputs(prelude, uses, input_order),
         outputs=tuple(outputs),
@@ -136,6 +143,7 @@ def plan_backward(
             for symbol in [
                 *(i.symbol for i in spec.tensor_inputs),
                 *(part.output.symbol for part in parts),
+                *saved_values,
             ]
             if symbol in reads
         ),

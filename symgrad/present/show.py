@@ -7,6 +7,7 @@ names (`where`, `relu`, `max`, ...) and the user's names verbatim.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -194,13 +195,17 @@ def _constant_outputs(spec: Spec) -> list[Output]:
 
 def _saved_lines(derived: Derived) -> list[str]:
     """What `setup_context` keeps for the backward, and what the backward recomputes."""
-    return [
+    entries = [
         f"tensors (save_for_backward): {_names(str(s) for s in derived.saved_tensors)}",
         f"numbers (ctx.numbers): {_names(i.name for i in derived.saved_numbers)}",
         f"shapes only: {_names(i.name for i in derived.saved_shapes)}",
         f"residuals (extra forward outputs): {_names(o.name for o in derived.residuals)}",
+        "saved values (extra non-differentiable outputs): "
+        + _names(o.name for o in derived.saved_values),
         f"recomputed in the backward: {_names(_recomputed(derived))}",
     ]
+    # Long lists continue indented, within 80 columns under either section prefix.
+    return [line for entry in entries for line in textwrap.wrap(entry, 76, subsequent_indent="  ")]
 
 
 def _names(names: Iterable[str]) -> str:

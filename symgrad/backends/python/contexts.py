@@ -96,7 +96,14 @@ class ModuleContext:
     forward: tuple[str, ...]
     outputs: tuple[str, ...]
     public_outputs: tuple[str, ...]
+    # Outputs of the forward that the public function drops: residuals and saved values.
     residuals: tuple[str, ...]
+    # Forward values saved for the backward (Note [Saved values] in symgrad.ad.saving),
+    # and the statements recomputing them when the backward runs with grad mode on.
+    saved_values: tuple[str, ...]
+    # The comment in setup_context that names the saved values, line by line.
+    saved_comment: tuple[str, ...]
+    recompute: tuple[str, ...]
     shape_facts: tuple[str, ...]
     shape_fact_names: tuple[str, ...]
     shape_facts_attribute: str
@@ -113,7 +120,10 @@ class ModuleContext:
     shape_names: tuple[str, ...]
     shapes_attribute: str
     numbers_attribute: str
+    # Several outputs receive gradients (the backward adds up their parts).
     several_outputs: bool
+    # The forward returns several tensors (outputs, residuals or saved values).
+    several_returned: bool
     # `need_x, _, need_y,`: the left side that unpacks ctx.needs_input_grad.
     needs: str
     input_grads: tuple[str, ...]

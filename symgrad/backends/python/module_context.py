@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 
 import sympy
@@ -37,7 +38,8 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     namer = Namer(derived.names)
     names = BackwardNames(derived, namer)
     printer.helpers = names.helpers
-    several = len(derived.outputs) > 1
+    # Several outputs receive gradients: each output's part adds to the input gradients.
+    several = len(derived.backward) > 1
     prelude = [_block(b, printer, names) for b in derived.prelude]
     backward = [_output_backward(p, printer, names, several) for p in derived.backward]
     if not several:
@@ -50,6 +52,8 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     fused = _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None
     custom_op = custom_op_context(derived, namer) if spec.custom_op else None
     local_function, local_body = namer.fresh("function"), namer.fresh("body")
+    # Saved values are non-differentiable outputs: their gradient is always None.
+    unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
     facts = _fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
@@ -68,7 +72,10 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         forward=forward,
         outputs=tuple(o.name for o in derived.outputs),
         public_outputs=tuple(o.name for o in spec.outputs),
-        residuals=tuple(o.name for o in derived.residuals),
+        residuals=tuple(o.name for o in derived.residuals + derived.saved_values),
+        saved_values=tuple(o.name for o in derived.saved_values),
+        saved_comment=_saved_comment(derived),
+        recompute=tuple(_statement(a, printer) for a in derived.recompute),
         shape_facts=shape_facts,
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
         shape_facts_attribute=names.shape_facts_attribute,
@@ -78,7 +85,9 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
         uses_math=printer.uses_math,
-        non_differentiable=tuple(o.name for o in spec.outputs if not o.differentiable),
+        non_differentiable=tuple(
+            o.name for o in spec.outputs + derived.saved_values if not o.differentiable
+        ),
         saved_tensors=tuple(s.name for s in derived.saved_tensors),
         saved_numbers=tuple(i.name for i in derived.saved_numbers),
         saved_shapes=tuple(i.name for i in derived.saved_shapes),
@@ -86,11 +95,15 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         shapes_attribute=names.shapes_attribute,
         numbers_attribute=names.numbers_attribute,
         several_outputs=several,
+        several_returned=len(derived.outputs) > 1,
         needs=names.needs_unpacking,
         input_grads=tuple(names.grad.values()),
         prelude=tuple(prelude),
         backward=tuple(backward),
-        grad_output_names=tuple(part.grad.name for part in derived.backward),
+        grad_output_names=(
+            *(part.grad.name for part in derived.backward),
+            *(unused_grads),
+        ),
         returns=tuple(names.returns),
         jvp=jvp,
         fused=fused,
@@ -102,6 +115,15 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         local_function=local_function,
         local_body=local_body,
     )
+
+
+def _saved_comment(derived: Derived) -> tuple[str, ...]:
+    """Which forward values the backward reads saved, and why, wrapped for a comment."""
+    if not derived.saved_values:
+        return ()
+    names = ", ".join(o.name for o in derived.saved_values)
+    text = f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
+    return tuple(textwrap.wrap(text, width=78, break_on_hyphens=False))
 
 
 def _pullback_helpers(

@@ -82,24 +82,29 @@ class CollidingNames(torch.autograd.Function):
         _reduce_to: float = 2.0,
         dtype: int = 3,
         device: bool = True,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         _t0 = inputs * output
-        grad_output = grad_y * torch.sigmoid(_t0)
+        sigmoid0 = torch.sigmoid(_t0)
+        grad_output = grad_y * sigmoid0
         y = grad_output + generator * need_output**2 + _reduce_to * device * dtype
-        y_ = _t0 * torch.exp(generator)
-        return y, y_
+        exp1 = torch.exp(generator)
+        y_ = _t0 * exp1
+        return y, y_, sigmoid0
 
     @staticmethod
     def setup_context(ctx: Any, inputs_: tuple[Any, ...], output_: Any) -> None:
         output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device = (
             inputs_
         )
-        y, y_ = output_
+        y, y_, sigmoid0 = output_
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(output, inputs, generator, grad_y, y_)
+        ctx.mark_non_differentiable(sigmoid0)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # sigmoid0.
+        ctx.save_for_backward(output, inputs, generator, grad_y, y_, sigmoid0)
         ctx.numbers = (need_output,)
-        ctx.save_for_forward(output, inputs, generator, grad_y, y_)
-        ctx.output_shapes = (y.shape, y_.shape)
+        ctx.save_for_forward(output, inputs, generator, grad_y)
+        ctx.output_shapes = (y.shape, y_.shape, sigmoid0.shape)
         ctx.tangent_shapes = (output.shape, inputs.shape, generator.shape, grad_y.shape)
         _t1 = output.shape
         _t2 = torch.broadcast_shapes(
@@ -112,42 +117,47 @@ class CollidingNames(torch.autograd.Function):
 
     @staticmethod
     def backward(
-        ctx: Any, grad_y_: torch.Tensor | None, grad_y__: torch.Tensor | None
+        ctx: Any,
+        grad_y_: torch.Tensor | None,
+        grad_y__: torch.Tensor | None,
+        _grad_sigmoid0: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        output, inputs, generator, grad_y, y_ = ctx.saved_tensors
+        output, inputs, generator, grad_y, y_, sigmoid0 = ctx.saved_tensors
         (need_output,) = ctx.numbers
         _t1, _t2, _t3, _t4, _t5 = ctx.shape_facts
         need_output_, need_inputs, need_generator, need_grad_y, _, _, _, _ = (
             ctx.needs_input_grad
         )
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            _t0 = inputs * output
+            sigmoid0 = torch.sigmoid(_t0)
         grad_output_ = grad_inputs = grad_generator = grad_grad_y = None
         if grad_y_ is not None:
-            if need_output_ or need_inputs or need_grad_y:
-                _t0 = inputs * output
-                _t6 = torch.sigmoid(_t0)
             if need_output_ or need_inputs:
-                _t7 = torch.ops.aten.sigmoid_backward(grad_y * grad_y_, _t6)
+                _t6 = torch.ops.aten.sigmoid_backward(grad_y * grad_y_, sigmoid0)
             if need_output_:
                 grad_output_ = _accumulate(
-                    grad_output_, _sum_to(_t7 * inputs, _t1, _t2)
+                    grad_output_, _sum_to(_t6 * inputs, _t1, _t2)
                 )
             if need_inputs:
-                grad_inputs = _accumulate(grad_inputs, _sum_to(_t7 * output, _t3, _t2))
+                grad_inputs = _accumulate(grad_inputs, _sum_to(_t6 * output, _t3, _t2))
             if need_generator:
                 grad_generator = _accumulate(
                     grad_generator, _sum_to(grad_y_ * need_output**2, _t4, _t2)
                 )
             if need_grad_y:
-                grad_grad_y = _accumulate(grad_grad_y, _t6 * grad_y_)
+                grad_grad_y = _accumulate(grad_grad_y, grad_y_ * sigmoid0)
         if grad_y__ is not None:
             if need_output_ or need_inputs:
-                _t8 = grad_y__ * torch.exp(generator)
+                exp1 = torch.exp(generator)
+                _t7 = exp1 * grad_y__
             if need_output_:
                 grad_output_ = _accumulate(
-                    grad_output_, _sum_to(_t8 * inputs, _t1, _t5)
+                    grad_output_, _sum_to(_t7 * inputs, _t1, _t5)
                 )
             if need_inputs:
-                grad_inputs = _accumulate(grad_inputs, _sum_to(_t8 * output, _t3, _t5))
+                grad_inputs = _accumulate(grad_inputs, _sum_to(_t7 * output, _t3, _t5))
             if need_generator:
                 grad_generator = _accumulate(
                     grad_generator, _sum_to(grad_y__ * y_, _t4, _t5)
@@ -176,9 +186,9 @@ class CollidingNames(torch.autograd.Function):
         _tangent_device: Any,
     ) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        output, inputs, generator, grad_y, y_ = ctx.saved_tensors
+        output, inputs, generator, grad_y = ctx.saved_tensors
         (need_output,) = ctx.numbers
-        y_shape, y__shape = ctx.output_shapes
+        y_shape, y__shape, sigmoid0_shape = ctx.output_shapes
         tangent_output, tangent_inputs, tangent_generator, tangent_grad_y = (
             _fill_tangents(
                 (tangent_output, tangent_inputs, tangent_generator, tangent_grad_y),
@@ -186,15 +196,15 @@ class CollidingNames(torch.autograd.Function):
             )
         )
         _t0 = inputs * output
+        sigmoid0 = torch.sigmoid(_t0)
+        exp1 = torch.exp(generator)
         tangent__t0 = inputs * tangent_output + output * tangent_inputs
-        tangent_y_ = tangent__t0 * torch.exp(generator) + tangent_generator * y_
-        _t9 = torch.sigmoid(_t0)
-        grad_output = _t9 * grad_y
-        tangent_grad_output = _t9 * tangent_grad_y + grad_output * tangent__t0 * (
-            1 - _t9
-        )
+        tangent_sigmoid0 = sigmoid0 * tangent__t0 * (1 - sigmoid0)
+        tangent_grad_output = grad_y * tangent_sigmoid0 + sigmoid0 * tangent_grad_y
         tangent_y = tangent_grad_output + tangent_generator * need_output**2
-        return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape)
+        tangent_exp1 = exp1 * tangent_generator
+        tangent_y_ = _t0 * tangent_exp1 + exp1 * tangent__t0
+        return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape), None
 
 
 class _CollidingNamesTraceable(CollidingNames):
@@ -217,6 +227,8 @@ def colliding_names(
     function = (
         _CollidingNamesTraceable if torch.compiler.is_compiling() else CollidingNames
     )
-    return function.apply(
+    # The residuals (sigmoid0) are for the backward only.
+    y, y_, sigmoid0 = function.apply(
         output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device
     )
+    return y, y_

@@ -35,7 +35,8 @@ class FixedGain(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor, gain: float = 3.0) -> torch.Tensor:
-        y = gain * torch.tanh(x)
+        tanh0 = torch.tanh(x)
+        y = gain * tanh0
         return y
 
     @staticmethod

@@ -1,0 +1,215 @@
+"""Choose the forward values the backward reads saved instead of recomputing them.
+
+Note [Saved values]: by default the backward recomputes every intermediate it reads
+from the saved inputs (Note [What the backward saves] in symgrad.ad.schedule), which
+costs a second forward. Eager autograd recomputes nothing: it saves every operand and
+result its derivative formulas read. symgrad saves forward values too, within the
+same memory: the tensors saved (inputs, outputs and values, counted in elements at the
+spec's test shapes) never exceed what eager autograd of the written formula saves, and
+the values whose recomputation costs most are chosen first.
+
+A saved value is returned by the forward as an extra, non-differentiable output, which
+the public function drops. It carries no graph, so when the backward runs with grad mode
+on (double backward), the backward recomputes it from the inputs with plain torch
+operations first (`Derived.recompute`); the gradient formulas are the same either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+
+import sympy
+
+from symgrad.ad.ir import Assignment, BackwardPlan, closure
+from symgrad.frontend.domains import default_shape
+from symgrad.frontend.model import Spec
+from symgrad.language import functions, piecewise, reductions
+
+# Functions whose derivative torch computes from their result (exp' = exp, sigmoid' = s (1 - s)):
+# eager autograd saves the result, not the argument.
+_SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "exp2"})
+
+# Relative cost of recomputing a node, by kind (a multiply is 1; measured on CPU, float32).
+_CALL_COST = 6.0
+_ARITHMETIC_COST = 1.0
+
+
+def eager_saved_elements(spec: Spec) -> float:
+    """Elements eager autograd saves running the spec's formula as written, at test shapes."""
+    definitions = {i.symbol: i.expr for i in spec.intermediates}
+    weigh = Weights(spec, definitions)
+    saved: set[sympy.Basic] = set()
+    for expr in [*definitions.values(), *(o.expr for o in spec.outputs)]:
+        saved |= _saved_by_eager(expr, weigh.is_tensor, weigh.is_active)
+    # One tensor, however it is named: `s` and the `sigmoid(x)` it stands for.
+    distinct = {_expanded(node, definitions) for node in saved}
+    return sum(weigh(node) for node in distinct if weigh.is_tensor(node))
+
+
+def _expanded(node: sympy.Basic, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
+    """`node` with every intermediate replaced by its definition, recursively."""
+    while node.free_symbols & definitions.keys():
+        node = node.xreplace(definitions)
+    return node
+
+
+def _saved_by_eager(
+    expr: sympy.Basic,
+    is_tensor: Callable[[sympy.Basic], bool],
+    is_active: Callable[[sympy.Basic], bool],
+) -> set[sympy.Basic]:
+    """The operands and results eager autograd saves for the operations of `expr`."""
+    saved: set[sympy.Basic] = set()
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Mul):
+            # A product saves each tensor factor that another factor's gradient reads.
+            factors = [a for a in node.args if is_tensor(a)]
+            active = [a for a in factors if is_active(a)]
+            saved.update(f for f in factors if any(a is not f for a in active))
+            # n factors multiply pairwise: each partial product is saved by the next.
+            saved.update(sympy.Mul(*factors[:k]) for k in range(2, len(factors)))
+        elif isinstance(node, sympy.Pow):
+            saved.add(node.base)
+            if not node.exp.is_Number:
+                saved.update((node.exp, node))
+        elif isinstance(node, functions.ElementwiseFunction):
+            saved.add(node if type(node).__name__ in _SAVES_RESULT else node.args[0])
+        elif isinstance(node, piecewise.Where):
+            saved.add(node.condition)
+        elif isinstance(node, reductions.Normalization):
+            saved.add(node)
+        elif isinstance(node, reductions.Reduction) and node.name not in ("sum", "mean"):
+            saved.update((node, node.argument))
+        elif isinstance(node, piecewise.Kink):
+            saved.update(node.args[:1])
+    return saved
+
+
+class Weights:
+    """Elements of a value at the spec's test shapes; reductions make a value small."""
+
+    def __init__(self, spec: Spec, definitions: Mapping[sympy.Basic, sympy.Basic]) -> None:
+        fallback = default_shape(spec)
+        self.shapes = {i.symbol: tuple(i.shape or fallback) for i in spec.tensor_inputs}
+        self.definitions = definitions
+        self.differentiable = {i.symbol for i in spec.differentiable_inputs}
+
+    def is_tensor(self, node: sympy.Basic) -> bool:
+        return bool(self._leaves(node, full=False))
+
+    def is_active(self, node: sympy.Basic) -> bool:
+        """Whether `node` depends on an input that gets a gradient."""
+        return bool(self._leaves(node, full=False) & self.differentiable)
+
+    def __call__(self, node: sympy.Basic) -> float:
+        leaves = self._leaves(node, full=True)
+        if not leaves:
+            return 0.0
+        return float(math.prod(_broadcast([self.shapes[leaf] for leaf in leaves])))
+
+    def _leaves(self, node: sympy.Basic, full: bool) -> set[sympy.Basic]:
+        """Tensor inputs `node` reads; with `full`, not counting those only inside reductions."""
+        found: set[sympy.Basic] = set()
+        pending = [node]
+        while pending:
+            item = pending.pop()
+            if item in self.shapes:
+                found.add(item)
+            elif item in self.definitions:
+                pending.append(self.definitions[item])
+            elif not (full and isinstance(item, reductions.Reduction)):
+                pending.extend(item.args)
+        return found
+
+
+def saved_values(
+    spec: Spec,
+    forward: Sequence[Assignment],
+    recomputed: Sequence[Assignment],
+    plan: BackwardPlan,
+    tensors: set[sympy.Symbol],
+) -> tuple[sympy.Symbol, ...]:
+    """The forward values the backward reads saved (Note [Saved values] in symgrad.ad.saving).
+
+    Candidates are the tensor values `plan` recomputes, except one an output renames
+    (one tensor cannot be returned as a differentiable and a non-differentiable output).
+    """
+    planned = {a.target for block in plan.prelude for a in block.statements}
+    for part in plan.outputs:
+        planned |= {a.target for block in part.shared for a in block.statements}
+        planned |= {a.target for gradient in part.gradients for a in gradient.statements}
+    renamed = {a.expr for a in forward if a.expr.is_Symbol}
+    candidates = [
+        a
+        for a in recomputed
+        if a.target in planned and a.target in tensors and a.target not in renamed
+    ]
+    return choose_saved_values(spec, forward, candidates, plan.saved_tensors)
+
+
+def choose_saved_values(
+    spec: Spec,
+    forward: Sequence[Assignment],
+    candidates: Sequence[Assignment],
+    saved_already: Iterable[sympy.Basic],
+) -> tuple[sympy.Symbol, ...]:
+    """The candidates to save, costliest to recompute first, within eager's saved elements.
+
+    `candidates` are the forward values the backward would recompute, in forward order;
+    `saved_already` the inputs and outputs it saves anyway.
+    """
+    definitions = {a.target: a.expr for a in forward}
+    weigh = Weights(spec, definitions)
+    budget = eager_saved_elements(spec) - sum(weigh(s) for s in set(saved_already))
+    by_target = {a.target: a for a in candidates}
+    costs = {a.target: recompute_cost(a.target, candidates) for a in candidates}
+    chosen: list[sympy.Symbol] = []
+    for target in sorted(costs, key=lambda t: -costs[t]):
+        weight = weigh(target)
+        if weight <= budget and _worth_saving(by_target[target].expr):
+            chosen.append(target)
+            budget -= weight
+    order = {a.target: n for n, a in enumerate(candidates)}
+    return tuple(sorted(chosen, key=order.__getitem__))
+
+
+def _worth_saving(expr: sympy.Expr) -> bool:
+    """A renamed value or a number is free to recompute."""
+    return not (expr.is_Symbol or expr.is_Number)
+
+
+def recompute_cost(target: sympy.Basic, statements: Sequence[Assignment]) -> float:
+    """The cost of recomputing `target` and the statements it needs."""
+    needed = closure({target}, statements)
+    return sum(_cost(a.expr) for a in statements if a.target in needed)
+
+
+def _cost(expr: sympy.Expr) -> float:
+    total = 0.0
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, (functions.ElementwiseFunction, reductions.Reduction)):
+            total += _CALL_COST
+        elif isinstance(node, (sympy.Add, sympy.Mul)):
+            total += _ARITHMETIC_COST * (len(node.args) - 1)
+        elif isinstance(node, (sympy.Pow, piecewise.Where, sympy.Function)):
+            total += _ARITHMETIC_COST * 2
+    return total
+
+
+def recompute_statements(
+    saved: Collection[sympy.Basic], statements: Sequence[Assignment]
+) -> tuple[Assignment, ...]:
+    """The statements that recompute the saved values from the inputs, in order."""
+    needed = closure(set(saved), statements)
+    return tuple(a for a in statements if a.target in needed)
+
+
+def _broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The broadcast of `shapes` (sizes aligned from the right; the larger one wins)."""
+    rank = max(len(s) for s in shapes)
+    result = [1] * rank
+    for shape in shapes:
+        for index, size in enumerate(shape, start=rank - len(shape)):
+            result[index] = max(result[index], size)
+    return tuple(result)
