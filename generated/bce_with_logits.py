@@ -126,7 +126,7 @@ class BCEWithLogits(torch.autograd.Function):
             _t4 = grad_loss / _t0
         if need_x:
             grad_x = _sum_to(
-                -_t4 * (t * torch.sigmoid(-x) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
+                (-_t4) * (t * torch.sigmoid(-x) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
             )
         if need_t:
             grad_t = _sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2)

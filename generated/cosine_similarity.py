@@ -9,22 +9,24 @@ Forward:
         eps))
 
 Derivatives:
-    grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) == eps,
-        where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0,
-        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps)))), 0)/2 + where(sqrt(sum(a**2,
-        dim=-1)) == eps, 0, where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2,
-        dim=-1)) < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps))))) + where(sqrt(sum(a**2, dim=-1)) >
-        eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b, ...
-    grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) == eps,
-        where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
-        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2,
-        dim=-1)), eps)**2))), 0)/2 + where(sqrt(sum(b**2, dim=-1)) == eps, 0,
-        where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
-        -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2,
-        dim=-1)), eps)**2)))) + where(sqrt(sum(b**2, dim=-1)) > eps,
-        where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b, ...
+    grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) == eps, 1/2,
+        1)*where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps,
+        0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps)))) + where(sqrt(sum(a**2, dim=-1)) >
+        eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
+        dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)**2*max(sqrt(sum(b**2, dim=-1)),
+        eps))), 0))/(2*sqrt(sum(a**2, dim=-1))), sum(a**2, dim=-1)), -1) +
+        sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+        eps)*max(sqrt(sum(b**2, dim=-1)), ...
+    grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) == eps, 1/2,
+        1)*where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps,
+        0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+        eps)*max(sqrt(sum(b**2, dim=-1)), eps)**2))) + where(sqrt(sum(b**2, dim=-1)) >
+        eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
+        dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2, dim=-1)),
+        eps)**2)), 0))/(2*sqrt(sum(b**2, dim=-1))), sum(b**2, dim=-1)), -1) +
+        sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+        eps)*max(sqrt(sum(b**2, dim=-1)), ...
 """
 
 from __future__ import annotations
@@ -169,37 +171,41 @@ class CosineSimilarity(torch.autograd.Function):
                 _t14 = 1 / _t11
                 _t15 = _sum_to(_t14 * _t13, _t2, _t3).unsqueeze(-1)
             if need_a:
-                _t16 = sqrt1 == eps
-                _t17 = sqrt1 > eps
-                _t18 = torch.where(
+                _t16 = sqrt1 > eps
+                _t17 = torch.where(
                     (sqrt1 < eps), 0, (-_t14 / _t12) * (sum4 / _t12 * grad_y)
                 )
-                _t19 = torch.where(_t17, 0, _t18)
-                _t20 = (
-                    torch.where(_t16, _t19, 0) / 2
-                    + torch.where(_t16, 0, _t19)
-                    + torch.where(_t17, _t18, 0)
-                )
+                _t18 = torch.where(
+                    (sqrt1 == eps),
+                    torch.tensor(
+                        1 / 2,
+                        dtype=torch.result_type(sqrt1, 1 / 2),
+                        device=sqrt1.device,
+                    ),
+                    1,
+                ) * torch.where(_t16, 0, _t17) + torch.where(_t16, _t17, 0)
                 grad_a = _accumulate(
                     grad_a,
-                    _t8 * _sum_to(_t7 * _t20, _t1, _t3).unsqueeze(-1)
+                    _t8 * _sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1)
                     + _sum_to(_t15 * b, _t0, _t4),
                 )
             if need_b:
-                _t21 = sqrt3 == eps
-                _t22 = sqrt3 > eps
-                _t23 = torch.where(
+                _t19 = sqrt3 > eps
+                _t20 = torch.where(
                     (sqrt3 < eps), 0, ((-1 / _t11) * _t13) * (sum4 / _t11)
                 )
-                _t24 = torch.where(_t22, 0, _t23)
-                _t25 = (
-                    torch.where(_t21, _t24, 0) / 2
-                    + torch.where(_t21, 0, _t24)
-                    + torch.where(_t22, _t23, 0)
-                )
+                _t21 = torch.where(
+                    (sqrt3 == eps),
+                    torch.tensor(
+                        1 / 2,
+                        dtype=torch.result_type(sqrt3, 1 / 2),
+                        device=sqrt3.device,
+                    ),
+                    1,
+                ) * torch.where(_t19, 0, _t20) + torch.where(_t19, _t20, 0)
                 grad_b = _accumulate(
                     grad_b,
-                    _t10 * _sum_to(_t9 * _t25, _t6, _t3).unsqueeze(-1)
+                    _t10 * _sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1)
                     + _sum_to(_t15 * a, _t5, _t4),
                 )
         if grad_sqrt1 is not None:
@@ -210,11 +216,11 @@ class CosineSimilarity(torch.autograd.Function):
                 grad_b = _accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1))
         if grad_sum4 is not None:
             if need_a or need_b:
-                _t26 = grad_sum4.unsqueeze(-1)
+                _t22 = grad_sum4.unsqueeze(-1)
             if need_a:
-                grad_a = _accumulate(grad_a, _sum_to(_t26 * b, _t0, _t4))
+                grad_a = _accumulate(grad_a, _sum_to(_t22 * b, _t0, _t4))
             if need_b:
-                grad_b = _accumulate(grad_b, _sum_to(_t26 * a, _t5, _t4))
+                grad_b = _accumulate(grad_b, _sum_to(_t22 * a, _t5, _t4))
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
     @staticmethod
@@ -226,18 +232,18 @@ class CosineSimilarity(torch.autograd.Function):
         tangent_a, tangent_b = _fill_tangents(
             (tangent_a, tangent_b), ctx.tangent_shapes
         )
-        _t27 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
-        _t28 = 1 / _t27
-        _t29 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
-        _t30 = 1 / _t29
+        _t23 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+        _t24 = 1 / _t23
+        _t25 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
+        _t26 = 1 / _t25
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
         tangent_sqrt1 = tangent_sum0 / (2 * sqrt1)
         tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sqrt3 = tangent_sum2 / (2 * sqrt3)
         tangent_sum4 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
         tangent_y = (
-            _t28 * _t30 * tangent_sum4
-            + (-_t28 / _t29)
+            _t24 * _t26 * tangent_sum4
+            + (-_t24 / _t25)
             * (
                 sum4
                 * torch.where(
@@ -249,9 +255,9 @@ class CosineSimilarity(torch.autograd.Function):
                         torch.where((sqrt3 == eps), tangent_sqrt3 / 2, tangent_sqrt3),
                     ),
                 )
-                / _t29
+                / _t25
             )
-            + (-_t30 / _t27)
+            + (-_t26 / _t23)
             * (
                 sum4
                 * torch.where(
@@ -263,7 +269,7 @@ class CosineSimilarity(torch.autograd.Function):
                         torch.where((sqrt1 == eps), tangent_sqrt1 / 2, tangent_sqrt1),
                     ),
                 )
-                / _t27
+                / _t23
             )
         )
         return (

@@ -110,7 +110,7 @@ class GaussianNLLLoss(torch.autograd.Function):
         if need_x or need_target or need_var:
             _t5 = x - target
             _t6 = 1 / var
-            _t7 = _t6 * grad_loss / _t0
+            _t7 = grad_loss / _t0 * _t6
         if need_x or need_target:
             _t8 = _t5 * _t7
         if need_x:

@@ -9,12 +9,10 @@ Forward:
     loss = mean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 
 Derivatives:
-    dloss/dx = d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
-        delta*(-0.5*delta + abs(d)))), 0) + delta*where(abs(d) < delta, 0,
-        1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
-    dloss/dtarget = -d*where(abs(d) < delta, 1/numel(where(abs(d) < delta, 0.5*d**2,
-        delta*(-0.5*delta + abs(d)))), 0) - delta*where(abs(d) < delta, 0,
-        1/numel(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d)))))*sign(d)
+    dloss/dx = where(abs(d) < delta, d, delta*sign(d))/numel(where(abs(d) < delta,
+        0.5*d**2, delta*(-0.5*delta + abs(d))))
+    dloss/dtarget = where(abs(d) < delta, -d, -delta*sign(d))/numel(where(abs(d) <
+        delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 """
 
 from __future__ import annotations
@@ -114,13 +112,11 @@ class HuberLoss(torch.autograd.Function):
             d = x - target
             _t0 = torch.abs(d)
             _t3 = _t0 < delta
-            _t4 = d * torch.where(_t3, _t2, 0) + delta * torch.where(
-                _t3, 0, _t2
-            ) * torch.sign(d)
+            _t4 = delta * torch.sign(d)
         if need_x:
-            grad_x = _t4
+            grad_x = _t2 * torch.where(_t3, d, _t4)
         if need_target:
-            grad_target = -_t4
+            grad_target = _t2 * torch.where(_t3, -d, -_t4)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_target, target.shape), None
 
     @staticmethod

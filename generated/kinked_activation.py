@@ -8,17 +8,15 @@ Forward:
     y = clamp(slope*min(x, 0) + relu(x), -1, cap) + max(x, floor_)
 
 Derivatives:
-    dy/dx = where(x == 0, where(x < 0, 0, where(x > 0, 0, slope*where((slope*min(x, 0) +
-        relu(x) >= -1) & (slope*min(x, 0) + relu(x) <= cap), 1, 0))), 0)/2 + where(x ==
-        floor_, where(x > floor_, 0, where(x < floor_, 0, 1)), 0)/2 + where(x == 0, 0,
-        where(x < 0, 0, where(x > 0, 0, slope*where((slope*min(x, 0) + relu(x) >= -1) &
-        (slope*min(x, 0) + relu(x) <= cap), 1, 0)))) + where(x == floor_, 0, where(x >
-        floor_, 0, where(x < floor_, 0, 1))) + where(x > floor_, where(x < floor_, 0,
-        1), 0) + where(x <= 0, 0, where((slope*min(x, 0) + relu(x) >= -1) &
-        (slope*min(x, 0) + relu(x) <= cap), 1, 0)) + ...
-    dy/dfloor_ = where(x == floor_, where(x > floor_, 0, where(x < floor_, 0, 1)), 0)/2
-        + where(x == floor_, 0, where(x > floor_, 0, where(x < floor_, 0, 1))) + where(x
-        < floor_, 1, 0)
+    dy/dx = where(x == 0, 1/2, 1)*where(x < 0, 0, where(x > 0, 0,
+        slope*where((slope*min(x, 0) + relu(x) >= -1) & (slope*min(x, 0) + relu(x) <=
+        cap), 1, 0))) + where(x == floor_, 1/2, 1)*where(x > floor_, 0, where(x <
+        floor_, 0, 1)) + where(x > floor_, where(x < floor_, 0, 1), 0) + where(x <= 0,
+        0, where((slope*min(x, 0) + relu(x) >= -1) & (slope*min(x, 0) + relu(x) <= cap),
+        1, 0)) + where(x < 0, where(x > 0, 0, slope*where((slope*min(x, 0) + relu(x) >=
+        -1) & (slope*min(x, 0) + relu(x) <= cap), 1, 0)), 0)
+    dy/dfloor_ = where(x == floor_, 1/2, 1)*where(x > floor_, 0, where(x < floor_, 0,
+        1)) + where(x < floor_, 1, 0)
 """
 
 from __future__ import annotations
@@ -92,28 +90,40 @@ class KinkedActivation(torch.autograd.Function):
             _t0 = x > floor_
             _t1 = x < floor_
             _t2 = torch.where(_t1, 0, grad_y)
-            _t3 = x == floor_
-            _t4 = torch.where(_t0, 0, _t2)
-            _t5 = torch.where(_t3, _t4, 0) / 2 + torch.where(_t3, 0, _t4)
+            _t3 = torch.where(_t0, 0, _t2) * torch.where(
+                (x == floor_),
+                torch.tensor(
+                    1 / 2,
+                    dtype=torch.promote_types(
+                        torch.result_type(floor_, 1 / 2), torch.result_type(x, 1 / 2)
+                    ),
+                    device=floor_.device,
+                ),
+                1,
+            )
         if need_x:
-            _t6 = x == 0
-            _t7 = x < 0
-            _t8 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
+            _t4 = x < 0
+            _t5 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
                 x
             )
-            _t9 = torch.where(((_t8 >= -1) & (_t8 <= cap)), grad_y, 0)
-            _t10 = torch.where((x > 0), 0, _t9 * slope)
-            _t11 = torch.where(_t7, 0, _t10)
+            _t6 = torch.where(((_t5 >= -1) & (_t5 <= cap)), grad_y, 0)
+            _t7 = torch.where((x > 0), 0, _t6 * slope)
             grad_x = (
-                _t5
-                + torch.where(_t6, _t11, 0) / 2
-                + torch.where(_t6, 0, _t11)
-                + torch.where(_t7, _t10, 0)
+                _t3
+                + torch.where(_t4, 0, _t7)
+                * torch.where(
+                    (x == 0),
+                    torch.tensor(
+                        1 / 2, dtype=torch.result_type(x, 1 / 2), device=x.device
+                    ),
+                    1,
+                )
+                + torch.where(_t4, _t7, 0)
                 + torch.where(_t0, _t2, 0)
-                + torch.where((x <= 0), 0, _t9)
+                + torch.where((x <= 0), 0, _t6)
             )
         if need_floor_:
-            grad_floor_ = _t5 + torch.where(_t1, grad_y, 0)
+            grad_floor_ = _t3 + torch.where(_t1, grad_y, 0)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_floor_, floor_.shape),
@@ -136,15 +146,15 @@ class KinkedActivation(torch.autograd.Function):
         tangent_x, tangent_floor_ = _fill_tangents(
             (tangent_x, tangent_floor_), ctx.tangent_shapes
         )
-        _t12 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(x)
-        _t13 = tangent_x / 2
+        _t8 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(x)
+        _t9 = tangent_x / 2
         tangent_y = torch.where(
-            ((_t12 >= -1) & (_t12 <= cap)),
+            ((_t8 >= -1) & (_t8 <= cap)),
             slope
             * torch.where(
                 (x > 0),
                 0,
-                torch.where((x < 0), tangent_x, torch.where((x == 0), _t13, tangent_x)),
+                torch.where((x < 0), tangent_x, torch.where((x == 0), _t9, tangent_x)),
             )
             + torch.where((x <= 0), 0, tangent_x),
             0,
@@ -155,7 +165,7 @@ class KinkedActivation(torch.autograd.Function):
                 (x > floor_),
                 tangent_x,
                 torch.where(
-                    (x == floor_), _t13 + tangent_floor_ / 2, tangent_floor_ + tangent_x
+                    (x == floor_), _t9 + tangent_floor_ / 2, tangent_floor_ + tangent_x
                 ),
             ),
         )

@@ -40,7 +40,30 @@ def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             * torch.sigmoid(x)
             + torch.tanh(torch.nn.functional.softplus(x))
         )
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        # torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2).
+        c = x.clamp(max=20.0)
+        e = c.exp()
+        n = (e + 2).mul_(e)
+        q = n + 2
+        slope = (e + 1).mul_(e).mul_(c).mul_(4).addcmul_(n, q)
+        return grad * slope.div_(q.mul_(q))
     return torch.ops.aten.mish_backward(grad, x)
+
+
+def _mish(x: torch.Tensor) -> torch.Tensor:
+    """mish(x): torch's kernel, or cheaper torch operations on CPU in float32
+    and float64 when grad mode is off (the forward of the Function)."""
+    if (
+        x.device.type != "cpu"
+        or x.dtype not in (torch.float32, torch.float64)
+        or torch.is_grad_enabled()
+    ):
+        return torch.nn.functional.mish(x)
+    # torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2).
+    e = x.clamp(max=20.0).exp_()
+    n = (e + 2).mul_(e)
+    return (n + 2).reciprocal_().mul_(n).mul_(x)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -93,7 +116,7 @@ class MishFused(torch.autograd.Function):
     @staticmethod
     def forward_body(x: torch.Tensor) -> torch.Tensor:
         """The forward op by op; `forward` runs it compiled."""
-        y = torch.nn.functional.mish(x)
+        y = _mish(x)
         return y
 
     @staticmethod

@@ -14,7 +14,6 @@ Derivatives:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -98,11 +97,7 @@ class MSELoss(torch.autograd.Function):
         need_x, need_target = ctx.needs_input_grad
         grad_x = grad_target = None
         if need_x or need_target:
-            _t1 = (
-                (2 / _t0 if _t0 else 2 * math.copysign(math.inf, _t0))
-                * grad_loss
-                * (x - target)
-            )
+            _t1 = 2 * grad_loss / _t0 * (x - target)
         if need_x:
             grad_x = _t1
         if need_target:

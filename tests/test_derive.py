@@ -197,6 +197,10 @@ _KERNEL_HELPERS = {
     )
     for name, kernel in kernels.KERNELS.items()
 }
+# The forward helpers (activations with a CPU form), as torch's own function.
+_KERNEL_HELPERS.update(
+    {f"_{name}": getattr(torch.nn.functional, name) for name in kernels.FORWARD_FORMS}
+)
 
 
 def evaluate(code: str, namespace: Mapping[str, Any]) -> Any:

@@ -12,6 +12,17 @@ only appears shifted by a constant is a sigmoid, exactly:
 The sigmoid form is also the more accurate one: 1 - tanh(u) rounds to 0 in float32
 from u = 9 on, where 2 sigmoid(-2u) keeps its tiny value. Runs after
 `symgrad.ad.fuse`, which recognises `1 + tanh(...)` inside the tanh GELU first.
+
+Gradients of a `where` come out as one `where` per term, each with a zero branch; a
+`where` costs several multiplies on CPU, so terms under the same condition are merged
+(`merge_branches`, on derivatives):
+
+| written                                  | emitted                      |
+| ---------------------------------------- | ---------------------------- |
+| where(c, a, 0) * x + where(c, 0, b) * y  | where(c, a * x, b * y)       |
+
+An untaken branch no longer multiplies into the sum, so a NaN or inf there cannot
+leak into the result (symgrad.ad.guards guards the branches themselves).
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from collections.abc import Callable
 
 import sympy
 
-from symgrad.language import functions
+from symgrad.language import functions, piecewise
 
 
 def cheapen(expr: sympy.Expr) -> sympy.Expr:
@@ -73,3 +84,79 @@ def _is_tanh(node: sympy.Basic) -> bool:
 
 
 _RULES: tuple[Callable[[sympy.Basic], sympy.Expr | None], ...] = (_shifted_tanh,)
+
+
+def merge_branches(expr: sympy.Expr) -> sympy.Expr:
+    """`expr` with the terms of each sum that are `where`s of one condition merged, bottom-up."""
+    memo: dict[sympy.Basic, sympy.Basic] = {}
+
+    def visit(node: sympy.Basic) -> sympy.Basic:
+        if node in memo:
+            return memo[node]
+        result = node
+        if node.args:
+            args = [visit(arg) for arg in node.args]
+            if any(new is not old for new, old in zip(args, node.args, strict=True)):
+                result = node.func(*args)
+        if isinstance(result, sympy.Add):
+            result = _merge_sum(result)
+        memo[node] = result
+        return result
+
+    merged: sympy.Expr = visit(expr)
+    return merged
+
+
+def _merge_sum(node: sympy.Add) -> sympy.Expr:
+    """Terms `k * where(c, a, b)` sharing a condition c, summed as one `where`."""
+    by_condition: dict[sympy.Basic, list[tuple[sympy.Expr, sympy.Expr, sympy.Expr]]] = {}
+    others: list[sympy.Expr] = []
+    for term in node.args:
+        split = _split_where(term)
+        if split is None:
+            others.append(term)
+        else:
+            condition, taken, untaken = split
+            by_condition.setdefault(condition, []).append((term, taken, untaken))
+    if all(len(group) < 2 for group in by_condition.values()):
+        return node
+    terms = list(others)
+    for condition, group in by_condition.items():
+        if len(group) < 2:
+            terms.append(group[0][0])
+            continue
+        taken = sympy.Add(*(t for _, t, _ in group))
+        untaken = sympy.Add(*(u for _, _, u in group))
+        common = _common_factors(taken, untaken)
+        terms.append(common * piecewise.where(condition, taken / common, untaken / common))
+    return sympy.Add(*terms)
+
+
+def _split_where(term: sympy.Expr) -> tuple[sympy.Basic, sympy.Expr, sympy.Expr] | None:
+    """(c, k * a, k * b) for a term `k * where(c, a, b)` with one `where` factor."""
+    factors = sympy.Mul.make_args(term)
+    wheres = [f for f in factors if isinstance(f, piecewise.Where)]
+    if len(wheres) != 1:
+        return None
+    (where,) = wheres
+    rest = list(factors)
+    rest.remove(where)
+    scale = sympy.Mul(*rest)
+    if scale.has(piecewise.Where):
+        return None
+    condition, taken, untaken = where.args
+    return condition, scale * taken, scale * untaken
+
+
+def _common_factors(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+    """The non-numeric factors two products share (the gradient `g` of both branches)."""
+    if a == 0 or b == 0:
+        return sympy.Integer(1)
+    left = [f for f in sympy.Mul.make_args(a) if not f.is_Number]
+    right = list(sympy.Mul.make_args(b))
+    shared = []
+    for factor in left:
+        if factor in right:
+            right.remove(factor)
+            shared.append(factor)
+    return sympy.Mul(*shared)

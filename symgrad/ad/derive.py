@@ -74,7 +74,9 @@ def derive(spec: Spec) -> Derived:
                 adjoints[item] = Term(grad * guard(override.expr), output.symbol, True)
         terms = {
             i: Term(
-                _simplify_bounded(reuse.reuse_forward_values(term.expr, known_values)),
+                _simplify_bounded(
+                    cheapen.merge_branches(reuse.reuse_forward_values(term.expr, known_values))
+                ),
                 term.frame,
                 term.full,
             )
@@ -87,7 +89,12 @@ def derive(spec: Spec) -> Derived:
         gradients = {i: term.expr for i, term in terms.items()}
         read = set().union(*(g.free_symbols for g in gradients.values()))
         statements = tuple(
-            Assignment(s.target, integral_floats(reuse.reuse_forward_values(s.expr, known_values)))
+            Assignment(
+                s.target,
+                integral_floats(
+                    cheapen.merge_branches(reuse.reuse_forward_values(s.expr, known_values))
+                ),
+            )
             for s in sweep.statements
             if s.target in closure(read, sweep.statements)
         )

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from symgrad.backends.python.kernels import CpuForm
+
 
 def as_template_variables(context: Any) -> dict[str, Any]:
     """A context's fields as the template's top-level names."""
@@ -75,6 +77,18 @@ class PullbackHelper:
     # grad * f'(x) in plain torch, and the kernel call, both on `grad` and `x`.
     formula: str
     kernel: str
+    # What runs instead on CPU tensors (symgrad.backends.python.kernels), if anything.
+    cpu: CpuForm | None = None
+
+
+@dataclass(frozen=True)
+class ForwardHelper:
+    """A module-level function computing an activation: torch's, or a CPU form on CPU."""
+
+    name: str
+    function: str
+    torch_function: str
+    cpu: CpuForm
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,7 @@ class ModuleContext:
     # The module's helper functions by role (sum_to, reduced_shape, ...), named freshly.
     helpers: Mapping[str, str]
     pullback_helpers: tuple[PullbackHelper, ...]
+    forward_helpers: tuple[ForwardHelper, ...]
     uses_reduced_shape: bool
     uses_count: bool
     uses_math: bool

@@ -1,5 +1,8 @@
 """torch's backward kernels for the language's pullbacks (symgrad.language.pullbacks).
 
+Where torch's CPU kernel is slow, a `CpuForm` computes the same value with cheaper torch
+operations on CPU tensors (mish: one exp instead of the several of softplus and tanh).
+
 A kernel with a derivative of its own is called as it is: double backward
 differentiates it. `silu_backward` and `mish_backward` have none, so the module calls
 them through a helper that computes the pullback with plain torch operations when the
@@ -19,11 +22,50 @@ class Kernel:
     call: str
     # Whether autograd can differentiate the kernel (double backward through it).
     differentiable: bool = True
+    # What runs instead on CPU tensors, where torch's kernel is the slow one.
+    cpu: CpuForm | None = None
+
+
+@dataclass(frozen=True)
+class CpuForm:
+    """Statements on `x` (and `grad`) ending in a result, replacing a kernel on CPU."""
+
+    # Why, for the helper's comment.
+    reason: str
+    lines: tuple[str, ...]
+    result: str
+
+
+# tanh(softplus(x)) = n / q with e = exp(x), n = e (e + 2), q = n + 2, and mish'(x) =
+# (n q + 4 x e (e + 1)) / q**2. e is capped at exp(20), past which tanh(softplus(x)) is 1
+# in float32 and float64 (float16 would overflow: those dtypes keep the kernel). In place
+# on fresh temporaries only, and only with grad mode off: nothing records them.
+_MISH_REASON = "torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2)"
+MISH_FORWARD = CpuForm(
+    _MISH_REASON,
+    ("e = x.clamp(max=20.0).exp_()", "n = (e + 2).mul_(e)"),
+    "(n + 2).reciprocal_().mul_(n).mul_(x)",
+)
+_MISH_BACKWARD = CpuForm(
+    _MISH_REASON,
+    (
+        "c = x.clamp(max=20.0)",
+        "e = c.exp()",
+        "n = (e + 2).mul_(e)",
+        "q = n + 2",
+        "slope = (e + 1).mul_(e).mul_(c).mul_(4).addcmul_(n, q)",
+    ),
+    "grad * slope.div_(q.mul_(q))",
+)
 
 
 KERNELS: dict[str, Kernel] = {
     "silu": Kernel("torch.ops.aten.silu_backward({grad}, {point})", differentiable=False),
-    "mish": Kernel("torch.ops.aten.mish_backward({grad}, {point})", differentiable=False),
+    "mish": Kernel(
+        "torch.ops.aten.mish_backward({grad}, {point})",
+        differentiable=False,
+        cpu=_MISH_BACKWARD,
+    ),
     # On CPU its oneDNN path fails unless both arguments have one shape.
     "gelu": Kernel("torch.ops.aten.gelu_backward(*torch.broadcast_tensors({grad}, {point}))"),
     "gelu_tanh": Kernel('torch.ops.aten.gelu_backward({grad}, {point}, approximate="tanh")'),
@@ -38,4 +80,10 @@ def helper_role(function: str) -> str:
     return f"{function}_backward"
 
 
-HELPER_ROLES = tuple(helper_role(name) for name, k in KERNELS.items() if not k.differentiable)
+# Activations whose forward a helper computes, with its CPU form.
+FORWARD_FORMS = {"mish": MISH_FORWARD}
+
+HELPER_ROLES = (
+    *(helper_role(name) for name, k in KERNELS.items() if not k.differentiable),
+    *FORWARD_FORMS,
+)

@@ -12,6 +12,7 @@ from symgrad.backends.python import kernels
 from symgrad.backends.python.contexts import (
     Block,
     CustomOp,
+    ForwardHelper,
     Fused,
     Jvp,
     ModuleContext,
@@ -22,7 +23,7 @@ from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import pullbacks, reductions
+from symgrad.language import activations, pullbacks, reductions
 
 ANNOTATIONS = {
     InputType.TENSOR: "torch.Tensor",
@@ -81,6 +82,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         shape_facts_attribute=names.shape_facts_attribute,
         helpers=names.helpers,
         pullback_helpers=_pullback_helpers(printer, names.helpers),
+        forward_helpers=_forward_helpers(printer, names.helpers),
         # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
@@ -138,8 +140,19 @@ def _pullback_helpers(
         if role in printer.used_helpers:
             formula = local.doprint(pullbacks.PULLBACKS[function](grad, x).expanded())
             call = kernel.call.format(grad="grad", point="x")
-            found.append(PullbackHelper(helpers[role], function, formula, call))
+            found.append(PullbackHelper(helpers[role], function, formula, call, kernel.cpu))
     return tuple(found)
+
+
+def _forward_helpers(
+    printer: TorchPrinter, helpers: Mapping[str, str]
+) -> tuple[ForwardHelper, ...]:
+    """The helpers the printed forward calls for activations with a CPU form."""
+    return tuple(
+        ForwardHelper(helpers[name], name, activations.ACTIVATIONS[name].torch_function, form)
+        for name, form in kernels.FORWARD_FORMS.items()
+        if name in printer.used_helpers
+    )
 
 
 def _fact_shapes(derived: Derived) -> list[tuple[Assignment, reductions.Shape | None]]:

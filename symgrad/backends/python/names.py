@@ -78,8 +78,15 @@ def all_statements(derived: Derived) -> list[Assignment]:
 
 
 def small_symbols(derived: Derived) -> frozenset[sympy.Basic]:
-    """Tensors of a reduced shape: residuals, and values computed only from them."""
+    """Tensors of a reduced shape: residuals, gradients of reductions, and values of them."""
     small: set[sympy.Basic] = {o.symbol for o in derived.residuals}
+    # The incoming gradient of a reduced output has the output's reduced shape.
+    definitions = {a.target: a.expr for a in derived.forward}
+    small |= {
+        part.grad
+        for part in derived.backward
+        if isinstance(definitions.get(part.output.symbol), reductions.Reduction)
+    }
     tensors = derived.tensor_symbols
     for statement in all_statements(derived):
         read = statement.expr.free_symbols & tensors

@@ -14,7 +14,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.python.arithmetic import ArithmeticPrinter, UnprintableError
-from symgrad.backends.python.kernels import HELPER_ROLES, KERNELS, helper_role
+from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
 from symgrad.language import activations, functions, piecewise, pullbacks, reductions
 
 
@@ -111,6 +111,9 @@ class TorchPrinter(ArithmeticPrinter):
                 arguments.append(f"{keyword}={self._print(value)}")
         if expr.torch_options:
             arguments.append(expr.torch_options)
+        if expr.name in FORWARD_FORMS and len(arguments) == 1:
+            self.used_helpers.add(expr.name)
+            return f"{self.helpers[expr.name]}({arguments[0]})"
         return f"{expr.torch_function}({', '.join(arguments)})"
 
     def _print_Pullback(self, expr: pullbacks.Pullback) -> str:

@@ -1,0 +1,44 @@
+"""CPU forms of torch kernels (symgrad.backends.python.kernels) agree with the kernels."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import symgrad
+
+MISH = {"name": "Mish", "inputs": {"x": "tensor"}, "outputs": {"y": "x * tanh(softplus(x))"}}
+
+
+def test_mish_cpu_form_matches_torch_in_float32_up_to_100() -> None:
+    module = symgrad.load_module(symgrad.spec_from_dict(MISH))
+    x = torch.linspace(-100, 100, 20001, dtype=torch.float32)
+    exact = x.double().requires_grad_()
+    value = torch.nn.functional.mish(exact)
+    (slope,) = torch.autograd.grad(value.sum(), exact)
+    grad = torch.ones_like(x)
+    ours, ours_slope = module._mish(x), module._mish_backward(grad, x)
+    kernel, kernel_slope = torch.nn.functional.mish(x), torch.ops.aten.mish_backward(grad, x)
+    for got, reference, truth in ((ours, kernel, value), (ours_slope, kernel_slope, slope)):
+        error = (got.double() - truth.detach()).abs()
+        kernel_error = (reference.double() - truth.detach()).abs()
+        # Within the kernel's own worst error, plus an ulp of the value.
+        assert error.max() <= kernel_error.max() + 2**-23 * truth.detach().abs().max()
+        assert not got.isnan().any()
+
+
+def test_mish_cpu_form_is_what_the_module_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = symgrad.load_module(symgrad.spec_from_dict(MISH))
+    with monkeypatch.context() as patched:  # float32 on CPU: neither kernel is called
+        patched.setattr(torch.nn.functional, "mish", _refuse)
+        patched.setattr(torch.ops.aten, "mish_backward", _refuse)
+        x = torch.randn(64, requires_grad=True)
+        (gradient,) = torch.autograd.grad(module.mish(x).sum(), x)
+    y = module.mish(x)
+    torch.testing.assert_close(y, torch.nn.functional.mish(x))
+    (expected,) = torch.autograd.grad(torch.nn.functional.mish(x).sum(), x)
+    torch.testing.assert_close(gradient, expected)
+
+
+def _refuse(*args: object) -> None:
+    raise AssertionError("torch's mish kernel ran")
