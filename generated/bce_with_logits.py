@@ -84,7 +84,9 @@ class BCEWithLogits(torch.autograd.Function):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         log_sigmoid0 = torch.nn.functional.logsigmoid(x)
         log_sigmoid1 = torch.nn.functional.logsigmoid(-x)
-        loss = torch.mean(-log_sigmoid0 * t - log_sigmoid1 * (1 - t))
+        loss = torch.mean(
+            torch.addcmul(-log_sigmoid0 * t, log_sigmoid1, 1 - t, value=-1)
+        )
         return loss, log_sigmoid0, log_sigmoid1
 
     @staticmethod
@@ -126,7 +128,10 @@ class BCEWithLogits(torch.autograd.Function):
             _t4 = grad_loss / _t0
         if need_x:
             grad_x = _sum_to(
-                (-_t4) * (t * torch.sigmoid(-x) + (-1 + t) * torch.sigmoid(x)), _t1, _t2
+                (-_t4)
+                * (torch.addcmul(t * torch.sigmoid(-x), -1 + t, torch.sigmoid(x))),
+                _t1,
+                _t2,
             )
         if need_t:
             grad_t = _sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2)
@@ -148,10 +153,19 @@ class BCEWithLogits(torch.autograd.Function):
         tangent_log_sigmoid1 = -tangent_x * torch.sigmoid(x)
         tangent_loss = torch.mean(
             _sum_to(
-                log_sigmoid1 * tangent_t
-                + tangent_log_sigmoid1 * (-1 + t)
-                - log_sigmoid0 * tangent_t
-                - t * tangent_log_sigmoid0,
+                torch.addcmul(
+                    torch.addcmul(
+                        torch.addcmul(
+                            log_sigmoid1 * tangent_t, tangent_log_sigmoid1, -1 + t
+                        ),
+                        log_sigmoid0,
+                        tangent_t,
+                        value=-1,
+                    ),
+                    t,
+                    tangent_log_sigmoid0,
+                    value=-1,
+                ),
                 _t2,
                 _t2,
             )

@@ -175,38 +175,52 @@ class CosineSimilarity(torch.autograd.Function):
                 _t17 = torch.where(
                     (sqrt1 < eps), 0, (-_t14 / _t12) * (sum4 / _t12 * grad_y)
                 )
-                _t18 = torch.where(
-                    (sqrt1 == eps),
-                    torch.tensor(
-                        1 / 2,
-                        dtype=torch.result_type(sqrt1, 1 / 2),
-                        device=sqrt1.device,
+                _t18 = torch.addcmul(
+                    torch.where(_t16, _t17, 0),
+                    torch.where(_t16, 0, _t17),
+                    torch.where(
+                        (sqrt1 == eps),
+                        torch.tensor(
+                            1 / 2,
+                            dtype=torch.result_type(sqrt1, 1 / 2),
+                            device=sqrt1.device,
+                        ),
+                        1,
                     ),
-                    1,
-                ) * torch.where(_t16, 0, _t17) + torch.where(_t16, _t17, 0)
+                )
                 grad_a = _accumulate(
                     grad_a,
-                    _t8 * _sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1)
-                    + _sum_to(_t15 * b, _t0, _t4),
+                    torch.addcmul(
+                        _sum_to(_t15 * b, _t0, _t4),
+                        _t8,
+                        _sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1),
+                    ),
                 )
             if need_b:
                 _t19 = sqrt3 > eps
                 _t20 = torch.where(
                     (sqrt3 < eps), 0, ((-1 / _t11) * _t13) * (sum4 / _t11)
                 )
-                _t21 = torch.where(
-                    (sqrt3 == eps),
-                    torch.tensor(
-                        1 / 2,
-                        dtype=torch.result_type(sqrt3, 1 / 2),
-                        device=sqrt3.device,
+                _t21 = torch.addcmul(
+                    torch.where(_t19, _t20, 0),
+                    torch.where(_t19, 0, _t20),
+                    torch.where(
+                        (sqrt3 == eps),
+                        torch.tensor(
+                            1 / 2,
+                            dtype=torch.result_type(sqrt3, 1 / 2),
+                            device=sqrt3.device,
+                        ),
+                        1,
                     ),
-                    1,
-                ) * torch.where(_t19, 0, _t20) + torch.where(_t19, _t20, 0)
+                )
                 grad_b = _accumulate(
                     grad_b,
-                    _t10 * _sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1)
-                    + _sum_to(_t15 * a, _t5, _t4),
+                    torch.addcmul(
+                        _sum_to(_t15 * a, _t5, _t4),
+                        _t10,
+                        _sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1),
+                    ),
                 )
         if grad_sqrt1 is not None:
             if need_a:
@@ -240,7 +254,7 @@ class CosineSimilarity(torch.autograd.Function):
         tangent_sqrt1 = tangent_sum0 / (2 * sqrt1)
         tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sqrt3 = tangent_sum2 / (2 * sqrt3)
-        tangent_sum4 = torch.sum(a * tangent_b + b * tangent_a, dim=-1)
+        tangent_sum4 = torch.sum(torch.addcmul(a * tangent_b, b, tangent_a), dim=-1)
         tangent_y = (
             _t24 * _t26 * tangent_sum4
             + (-_t24 / _t25)

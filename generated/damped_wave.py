@@ -156,8 +156,10 @@ class DampedWave(torch.autograd.Function):
         tangent_envelope = E * tangent_exp0
         tangent_phase = beta * tangent_x + (-omega) * tangent_t
         tangent_cos1 = -tangent_phase * torch.sin(phase)
-        tangent_u = tangent_envelope * cos1**n + envelope * tangent_cos1 * n * cos1 ** (
-            -1 + n + (1 if (n == 0) else 0)
+        tangent_u = torch.addcmul(
+            envelope * tangent_cos1 * n * cos1 ** (-1 + n + (1 if (n == 0) else 0)),
+            tangent_envelope,
+            cos1**n,
         )
         return _expand_to(tangent_u, u_shape), None, None, None
 

@@ -83,7 +83,9 @@ class GaussianNLLLoss(torch.autograd.Function):
         x: torch.Tensor, target: torch.Tensor, var: torch.Tensor
     ) -> torch.Tensor:
         log0 = torch.log(var)
-        loss = torch.mean(0.5 * log0 + 0.5 * (x - target) ** 2 / var)
+        loss = torch.mean(
+            torch.addcmul(0.5 * log0, 1 / var, (x - target) ** 2, value=0.5)
+        )
         return loss
 
     @staticmethod

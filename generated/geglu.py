@@ -90,12 +90,16 @@ class GEGLU(torch.autograd.Function):
             (tangent_value, tangent_gate), ctx.tangent_shapes
         )
         _t0 = math.sqrt(2) / 2 * gate
-        tangent_y = tangent_value * torch.nn.functional.gelu(
-            gate
-        ) + tangent_gate * value * (
-            1 / 2
-            + torch.erf(_t0) / 2
-            + _t0 * torch.exp(-(gate**2) / 2) / math.sqrt(math.pi)
+        tangent_y = torch.addcmul(
+            tangent_gate
+            * value
+            * (
+                1 / 2
+                + torch.erf(_t0) / 2
+                + _t0 * torch.exp(-(gate**2) / 2) / math.sqrt(math.pi)
+            ),
+            tangent_value,
+            torch.nn.functional.gelu(gate),
         )
         return _expand_to(tangent_y, y_shape)
 

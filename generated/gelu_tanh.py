@@ -94,7 +94,9 @@ class GeluTanh(torch.autograd.Function):
             _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0) * math.sqrt(
                 2 / math.pi
             )
-            grad_x = 2 * _t0 + grad_y * sigmoid0 + 0.26829 * _t0 * x**2
+            grad_x = torch.addcmul(
+                torch.addcmul(2 * _t0, grad_y, sigmoid0), _t0, x**2, value=0.26829
+            )
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -106,9 +108,11 @@ class GeluTanh(torch.autograd.Function):
         _t1 = math.sqrt(2 / math.pi)
         inner = _t1 * (x + 0.044715 * x**3)
         sigmoid0 = torch.sigmoid(2 * inner)
-        tangent_inner = _t1 * (tangent_x + 0.134145 * tangent_x * x**2)
+        tangent_inner = _t1 * (
+            torch.addcmul(tangent_x, tangent_x, x**2, value=0.134145)
+        )
         tangent_sigmoid0 = 2 * sigmoid0 * tangent_inner * (1 - sigmoid0)
-        tangent_y = sigmoid0 * tangent_x + tangent_sigmoid0 * x
+        tangent_y = torch.addcmul(sigmoid0 * tangent_x, tangent_sigmoid0, x)
         return _expand_to(tangent_y, y_shape), None, None
 
 

@@ -108,19 +108,19 @@ class KinkedActivation(torch.autograd.Function):
             )
             _t6 = torch.where(((_t5 >= -1) & (_t5 <= cap)), grad_y, 0)
             _t7 = torch.where((x > 0), 0, _t6 * slope)
-            grad_x = (
+            grad_x = torch.addcmul(
                 _t3
-                + torch.where(_t4, 0, _t7)
-                * torch.where(
+                + torch.where(_t4, _t7, 0)
+                + torch.where(_t0, _t2, 0)
+                + torch.where((x <= 0), 0, _t6),
+                torch.where(_t4, 0, _t7),
+                torch.where(
                     (x == 0),
                     torch.tensor(
                         1 / 2, dtype=torch.result_type(x, 1 / 2), device=x.device
                     ),
                     1,
-                )
-                + torch.where(_t4, _t7, 0)
-                + torch.where(_t0, _t2, 0)
-                + torch.where((x <= 0), 0, _t6)
+                ),
             )
         if need_floor_:
             grad_floor_ = _t3 + torch.where(_t1, grad_y, 0)

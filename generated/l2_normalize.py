@@ -123,8 +123,12 @@ class L2Normalize(torch.autograd.Function):
             if need_x:
                 grad_x = _accumulate(
                     grad_x,
-                    _t2 * grad_unit
-                    + 2 * _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0, _t1) * x,
+                    torch.addcmul(
+                        _t2 * grad_unit,
+                        x,
+                        _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0, _t1),
+                        value=2,
+                    ),
                 )
         if grad_norm is not None:
             if need_x:
@@ -140,7 +144,9 @@ class L2Normalize(torch.autograd.Function):
         _t3 = 1 / norm
         tangent_sum0 = torch.sum(2 * tangent_x * x, dim=-1, keepdim=True)
         tangent_n = _t3 * tangent_sum0 / 2
-        tangent_unit = _t3 * tangent_x + (-tangent_n / norm) * (1 / norm * x)
+        tangent_unit = torch.addcmul(
+            (-tangent_n / norm) * (1 / norm * x), _t3, tangent_x
+        )
         return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
 
 

@@ -141,8 +141,8 @@ class LayerNorm(torch.autograd.Function):
         if grad_y is not None:
             if need_x:
                 xc = x - mu
-                _t5 = (
-                    rstd * grad_y + 2 * _t3 * _sum_to(-_t4 * grad_y / 2, _t1, _t2) * xc
+                _t5 = torch.addcmul(
+                    2 * _t3 * _sum_to(-_t4 * grad_y / 2, _t1, _t2) * xc, grad_y, rstd
                 )
                 grad_x = _accumulate(grad_x, _t5 + _t3 * _sum_to(-_t5, _t1, _t2))
         if grad_mu is not None:
@@ -165,7 +165,7 @@ class LayerNorm(torch.autograd.Function):
         tangent_xc = tangent_x - tangent_mu
         tangent_mean1 = torch.mean(2 * tangent_xc * xc, dim=-1, keepdim=True)
         tangent_rstd = -tangent_mean1 * rstd**3 / 2
-        tangent_y = rstd * tangent_xc + tangent_rstd * xc
+        tangent_y = torch.addcmul(rstd * tangent_xc, tangent_rstd, xc)
         return (
             _expand_to(tangent_y, y_shape),
             _expand_to(tangent_mu, mu_shape),

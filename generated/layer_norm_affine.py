@@ -153,9 +153,12 @@ class LayerNormAffine(torch.autograd.Function):
             if need_x or need_w:
                 _t7 = rstd * grad_y
             if need_x:
-                _t8 = 2 * _sum_to(
-                    (-_t4 / 2) * grad_y * w * xc, _t1, _t3
-                ) * _t6 + _sum_to(_t7 * w, _t2, _t3)
+                _t8 = torch.addcmul(
+                    _sum_to(_t7 * w, _t2, _t3),
+                    _t6,
+                    _sum_to((-_t4 / 2) * grad_y * w * xc, _t1, _t3),
+                    value=2,
+                )
                 grad_x = _accumulate(grad_x, _t8 + _t5 * _sum_to(-_t8, _t1, _t2))
             if need_w:
                 grad_w = _accumulate(grad_w, _t7 * xc)

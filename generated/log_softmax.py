@@ -73,7 +73,9 @@ class LogSoftmax(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = grad_y + (-torch.sum(grad_y, dim=-1, keepdim=True)) * torch.exp(y)
+            grad_x = torch.addcmul(
+                grad_y, torch.sum(grad_y, dim=-1, keepdim=True), torch.exp(y), value=-1
+            )
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod

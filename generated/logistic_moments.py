@@ -108,7 +108,7 @@ class LogisticMoments(torch.autograd.Function):
         (tangent_z,) = _fill_tangents((tangent_z,), ctx.tangent_shapes)
         _t0 = 1 - expected
         tangent_p = _t0 * expected * tangent_z
-        tangent_variance = _t0 * tangent_p - expected * tangent_p
+        tangent_variance = torch.addcmul(_t0 * tangent_p, expected, tangent_p, value=-1)
         return _expand_to(tangent_p, expected_shape), _expand_to(
             tangent_variance, variance_shape
         )

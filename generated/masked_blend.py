@@ -56,7 +56,7 @@ class MaskedBlend(torch.autograd.Function):
         x: torch.Tensor, m: torch.Tensor, strength: float = 0.5
     ) -> tuple[torch.Tensor, torch.Tensor]:
         tanh0 = torch.tanh(x)
-        y = m * x + strength * tanh0 * (1 - m)
+        y = torch.addcmul(strength * tanh0 * (1 - m), m, x)
         return y, tanh0
 
     @staticmethod
@@ -87,8 +87,10 @@ class MaskedBlend(torch.autograd.Function):
             tanh0 = torch.tanh(x)
         grad_x = None
         if need_x:
-            grad_x = grad_y * m + torch.ops.aten.tanh_backward(
-                grad_y * strength * (1 - m), tanh0
+            grad_x = torch.addcmul(
+                torch.ops.aten.tanh_backward(grad_y * strength * (1 - m), tanh0),
+                grad_y,
+                m,
             )
         return _reduce_to(grad_x, x.shape), None, None
 
@@ -101,7 +103,7 @@ class MaskedBlend(torch.autograd.Function):
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         tanh0 = torch.tanh(x)
         tangent_tanh0 = tangent_x * (1 - tanh0**2)
-        tangent_y = m * tangent_x + strength * tangent_tanh0 * (1 - m)
+        tangent_y = torch.addcmul(strength * tangent_tanh0 * (1 - m), m, tangent_x)
         return _expand_to(tangent_y, y_shape), None
 
 

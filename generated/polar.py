@@ -111,9 +111,11 @@ class Polar(torch.autograd.Function):
             (tangent_x, tangent_y), ctx.tangent_shapes
         )
         _t3 = 1 / x**2
-        tangent_r2 = 2 * tangent_x * x + 2 * tangent_y * y
+        tangent_r2 = torch.addcmul(2 * tangent_x * x, tangent_y, y, value=2)
         tangent_radius = tangent_r2 / (2 * radius)
-        tangent_angle = (tangent_y / x - _t3 * tangent_x * y) / (1 + _t3 * y**2)
+        tangent_angle = (torch.addcmul(-_t3 * tangent_x * y, tangent_y, 1 / x)) / (
+            1 + _t3 * y**2
+        )
         return _expand_to(tangent_radius, radius_shape), _expand_to(
             tangent_angle, angle_shape
         )

@@ -98,7 +98,7 @@ class PseudoHuber(torch.autograd.Function):
             grad_prediction = _t0 * grad_loss * delta
         if need_delta:
             grad_delta = grad_loss * (
-                -_t0 * (prediction - target) + 2 * delta * (-1 + sqrt0)
+                torch.addcmul(-_t0 * (prediction - target), delta, -1 + sqrt0, value=2)
             )
         return (
             _reduce_to(grad_prediction, prediction.shape),
@@ -121,9 +121,11 @@ class PseudoHuber(torch.autograd.Function):
         _t3 = delta**2
         r = _t1 * _t2
         sqrt0 = torch.sqrt(1 + r**2)
-        tangent_r = _t1 * tangent_prediction - _t2 * tangent_delta / _t3
+        tangent_r = torch.addcmul(-_t2 * tangent_delta / _t3, _t1, tangent_prediction)
         tangent_sqrt0 = r * tangent_r / sqrt0
-        tangent_loss = _t3 * tangent_sqrt0 + 2 * tangent_delta * delta * (-1 + sqrt0)
+        tangent_loss = torch.addcmul(
+            2 * tangent_delta * delta * (-1 + sqrt0), _t3, tangent_sqrt0
+        )
         return _expand_to(tangent_loss, loss_shape), None, None
 
 

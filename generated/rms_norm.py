@@ -135,8 +135,12 @@ class RMSNorm(torch.autograd.Function):
             if need_x:
                 grad_x = _accumulate(
                     grad_x,
-                    2 * _sum_to((-(r**2) / 2) * grad_y * y, _t1, _t3) * _t4
-                    + _sum_to(_t5 * w, _t2, _t3),
+                    torch.addcmul(
+                        _sum_to(_t5 * w, _t2, _t3),
+                        _t4,
+                        _sum_to((-(r**2) / 2) * grad_y * y, _t1, _t3),
+                        value=2,
+                    ),
                 )
             if need_w:
                 grad_w = _accumulate(grad_w, _t5 * x)

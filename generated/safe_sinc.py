@@ -86,7 +86,7 @@ class SafeSinc(torch.autograd.Function):
             ) + torch.where(
                 _t1,
                 _t3
-                * (-_t3 * torch.sin(_t2) + torch.cos(_t2))
+                * (torch.addcmul(torch.cos(_t2), _t3, torch.sin(_t2), value=-1))
                 * torch.where(_t1, grad_y, 0),
                 0,
             )

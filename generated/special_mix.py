@@ -76,7 +76,7 @@ class SpecialMix(torch.autograd.Function):
         logit3 = torch.special.logit(p)
         lgamma4 = torch.special.gammaln(a)
         xlogy5 = torch.special.xlogy(p, a)
-        y = lgamma4 + xlogy5 + digamma0 * erfinv1 + atan22 * logit3 / r
+        y = torch.addcmul(lgamma4 + xlogy5 + atan22 * logit3 / r, digamma0, erfinv1)
         return y, r, digamma0, erfinv1, atan22, logit3
 
     @staticmethod
@@ -131,11 +131,23 @@ class SpecialMix(torch.autograd.Function):
             _t5 = logit3 * z
         if need_a:
             grad_a = grad_y * (
-                digamma0
-                + erfinv1 * torch.special.polygamma(1, a)
-                + p / a
-                - _t2 * _t1
-                - _t4 * _t5
+                torch.addcmul(
+                    torch.addcmul(
+                        torch.addcmul(
+                            torch.addcmul(
+                                digamma0, erfinv1, torch.special.polygamma(1, a)
+                            ),
+                            p,
+                            1 / a,
+                        ),
+                        _t2,
+                        _t1,
+                        value=-1,
+                    ),
+                    _t4,
+                    _t5,
+                    value=-1,
+                )
             )
         if need_p:
             grad_p = grad_y * (
@@ -157,9 +169,16 @@ class SpecialMix(torch.autograd.Function):
             )
         if need_z:
             grad_z = grad_y * (
-                _t4 * _t1
-                - _t2 * _t5
-                + 0.25 * math.sqrt(math.pi) * digamma0 * torch.exp(erfinv1**2)
+                torch.addcmul(
+                    torch.addcmul(
+                        0.25 * math.sqrt(math.pi) * digamma0 * torch.exp(erfinv1**2),
+                        _t4,
+                        _t1,
+                    ),
+                    _t2,
+                    _t5,
+                    value=-1,
+                )
             )
         return (
             _reduce_to(grad_a, a.shape),
@@ -189,9 +208,10 @@ class SpecialMix(torch.autograd.Function):
         tangent_atan22 = _t7 * a * tangent_z - _t7 * tangent_a * z
         tangent_logit3 = tangent_p / (p * (1 - p))
         tangent_lgamma4 = digamma0 * tangent_a
-        tangent_xlogy5 = (
-            tangent_p
-            * torch.special.xlogy(
+        tangent_xlogy5 = torch.addcmul(
+            p * tangent_a / a,
+            tangent_p,
+            torch.special.xlogy(
                 torch.where(
                     ((p == 0) & (a <= 0)),
                     torch.tensor(
@@ -204,19 +224,22 @@ class SpecialMix(torch.autograd.Function):
                     1,
                 ),
                 a,
-            )
-            + p * tangent_a / a
+            ),
         )
         _t8 = 1 / r
         tangent_r = _t8 * a * tangent_a + _t8 * tangent_z * z
-        tangent_y = (
-            tangent_lgamma4
-            + tangent_xlogy5
-            + digamma0 * tangent_erfinv1
-            + erfinv1 * tangent_digamma0
-            + _t8 * atan22 * tangent_logit3
-            + _t8 * logit3 * tangent_atan22
-            + (-atan22 / r) * (logit3 * tangent_r / r)
+        tangent_y = torch.addcmul(
+            torch.addcmul(
+                tangent_lgamma4
+                + tangent_xlogy5
+                + _t8 * atan22 * tangent_logit3
+                + _t8 * logit3 * tangent_atan22
+                + (-atan22 / r) * (logit3 * tangent_r / r),
+                digamma0,
+                tangent_erfinv1,
+            ),
+            erfinv1,
+            tangent_digamma0,
         )
         return _expand_to(tangent_y, y_shape), None, None, None, None, None
 

@@ -88,7 +88,7 @@ class Swish(torch.autograd.Function):
         if need_x or need_beta:
             _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0)
         if need_x:
-            grad_x = _t0 * beta + grad_y * sigmoid0
+            grad_x = torch.addcmul(_t0 * beta, grad_y, sigmoid0)
         if need_beta:
             grad_beta = _t0 * x
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_beta, beta.shape)
@@ -103,9 +103,11 @@ class Swish(torch.autograd.Function):
         )
         sigmoid0 = torch.sigmoid(beta * x)
         tangent_sigmoid0 = (
-            sigmoid0 * (1 - sigmoid0) * (beta * tangent_x + tangent_beta * x)
+            sigmoid0
+            * (1 - sigmoid0)
+            * (torch.addcmul(beta * tangent_x, tangent_beta, x))
         )
-        tangent_y = sigmoid0 * tangent_x + tangent_sigmoid0 * x
+        tangent_y = torch.addcmul(sigmoid0 * tangent_x, tangent_sigmoid0, x)
         return _expand_to(tangent_y, y_shape), None
 
 

@@ -45,6 +45,8 @@ class ArithmeticPrinter(StrPrinter):
         self.renames = renames or {}
         # Names of the module's helper functions, by role (the emitter may rename them).
         self.helpers: Mapping[str, str] = {"sum_to": "_sum_to"}
+        # Fold `a + b * c` into torch.addcmul; off where the formula is shown as written.
+        self.fuse_products = True
         # Tensors known to have a reduced shape ([N, 1] beside [N, C] values), which
         # products multiply in before the full-size factors (see _print_Mul).
         self.small_symbols: frozenset[sympy.Basic] = frozenset()
@@ -111,6 +113,36 @@ class ArithmeticPrinter(StrPrinter):
             return _power_chain(left, int(exponent))
         right = self.parenthesize(exponent, pow_precedence, strict=True)
         return f"{left}**{right}"
+
+    def _print_Add(self, expr: sympy.Add, order: str | None = None) -> str:
+        """A sum of tensors, with one product of two tensors in it folded into torch.addcmul.
+
+        `a + b * c` as `torch.addcmul(a, b, c)`: one kernel and one temporary less.
+        """
+        if self.fuse_products and self.is_tensor(expr):
+            for term in reversed(expr.args):
+                fused = self._addcmul(expr, term)
+                if fused is not None:
+                    return fused
+        text: str = super()._print_Add(expr, order)
+        return text
+
+    def _addcmul(self, expr: sympy.Add, term: sympy.Expr) -> str | None:
+        """`torch.addcmul(rest, a, b, value=k)` for the term `k * a * b` of `expr`, if it is one."""
+        coefficient, product = term.as_coeff_Mul()
+        factors = sympy.Mul.make_args(product)
+        if len(factors) != 2 or not all(self._is_plain_tensor(f) for f in factors):
+            return None
+        rest = sympy.Add(*(a for a in expr.args if a is not term))
+        if not self.is_tensor(rest):
+            return None
+        value = "" if coefficient == 1 else f", value={self._print(coefficient)}"
+        a, b = (self._print(f) for f in factors)
+        return f"torch.addcmul({self._print(rest)}, {a}, {b}{value})"
+
+    def _is_plain_tensor(self, expr: sympy.Basic) -> bool:
+        """A tensor value that is not a condition (addcmul takes no boolean tensor)."""
+        return self.is_tensor(expr) and expr not in self.conditions and not expr.is_Boolean
 
     def _print_Mul(self, expr: sympy.Mul) -> str:
         """A product with its numbers and reduced-shape factors first.

@@ -74,6 +74,7 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
             continue
         detached = {o.input.symbol: sympy.Symbol(f"{o.input.name}.detach()") for o in overrides}
         surrogate_printer = TorchPrinter(printer.tensor_symbols | frozenset(detached.values()))
+        surrogate_printer.fuse_products = printer.fuse_products
         tensors = surrogate_printer.tensor_symbols
         formula = guards.guard_branches(inline(output.expr).xreplace(detached), tensors)
         terms = [surrogate_printer.doprint(formula)]

@@ -198,12 +198,14 @@ class CollidingNames(torch.autograd.Function):
         _t0 = inputs * output
         sigmoid0 = torch.sigmoid(_t0)
         exp1 = torch.exp(generator)
-        tangent__t0 = inputs * tangent_output + output * tangent_inputs
+        tangent__t0 = torch.addcmul(inputs * tangent_output, output, tangent_inputs)
         tangent_sigmoid0 = sigmoid0 * tangent__t0 * (1 - sigmoid0)
-        tangent_grad_output = grad_y * tangent_sigmoid0 + sigmoid0 * tangent_grad_y
+        tangent_grad_output = torch.addcmul(
+            grad_y * tangent_sigmoid0, sigmoid0, tangent_grad_y
+        )
         tangent_y = tangent_grad_output + tangent_generator * need_output**2
         tangent_exp1 = exp1 * tangent_generator
-        tangent_y_ = _t0 * tangent_exp1 + exp1 * tangent__t0
+        tangent_y_ = torch.addcmul(_t0 * tangent_exp1, exp1, tangent__t0)
         return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape), None
 
 

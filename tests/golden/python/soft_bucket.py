@@ -109,8 +109,14 @@ class SoftBucket(torch.autograd.Function):
                     grad_x,
                     _t0
                     * (
-                        -grad_weight * weight
-                        + torch.ops.aten.sigmoid_backward(exp0 * grad_weight, sigmoid1)
+                        torch.addcmul(
+                            torch.ops.aten.sigmoid_backward(
+                                exp0 * grad_weight, sigmoid1
+                            ),
+                            grad_weight,
+                            weight,
+                            value=-1,
+                        )
                     ),
                 )
         return _reduce_to(grad_x, x.shape), None
@@ -129,7 +135,7 @@ class SoftBucket(torch.autograd.Function):
         tangent_scaled = _t1 * tangent_x
         tangent_exp0 = -exp0 * tangent_scaled
         tangent_sigmoid1 = sigmoid1 * tangent_scaled * (1 - sigmoid1)
-        tangent_weight = exp0 * tangent_sigmoid1 + sigmoid1 * tangent_exp0
+        tangent_weight = torch.addcmul(exp0 * tangent_sigmoid1, sigmoid1, tangent_exp0)
         return _expand_to(tangent_weight, weight_shape), None, None
 
 
