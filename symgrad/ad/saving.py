@@ -43,14 +43,14 @@ def eager_saved_elements(spec: Spec) -> float:
     for expr in [*definitions.values(), *(o.expr for o in spec.outputs)]:
         saved |= _saved_by_eager(expr, weigh.is_tensor, weigh.is_active)
     # One tensor, however it is named: `s` and the `sigmoid(x)` it stands for.
-    distinct = {_expanded(node, definitions) for node in saved}
+    distinct = {_definition(node, definitions) for node in saved}
     return sum(weigh(node) for node in distinct if weigh.is_tensor(node))
 
 
-def _expanded(node: sympy.Basic, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
-    """`node` with every intermediate replaced by its definition, recursively."""
-    while node.free_symbols & definitions.keys():
-        node = node.xreplace(definitions)
+def _definition(node: sympy.Basic, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
+    """The expression a name stands for (through renames); any other node as it is."""
+    while node in definitions:
+        node = definitions[node]
     return node
 
 
@@ -94,6 +94,7 @@ class Weights:
         self.shapes = {i.symbol: tuple(i.shape or fallback) for i in spec.tensor_inputs}
         self.definitions = definitions
         self.differentiable = {i.symbol for i in spec.differentiable_inputs}
+        self.memo: dict[tuple[sympy.Basic, bool], frozenset[sympy.Basic]] = {}
 
     def is_tensor(self, node: sympy.Basic) -> bool:
         return bool(self._leaves(node, full=False))
@@ -108,19 +109,23 @@ class Weights:
             return 0.0
         return float(math.prod(_broadcast([self.shapes[leaf] for leaf in leaves])))
 
-    def _leaves(self, node: sympy.Basic, full: bool) -> set[sympy.Basic]:
-        """Tensor inputs `node` reads; with `full`, not counting those only inside reductions."""
-        found: set[sympy.Basic] = set()
-        pending = [node]
-        while pending:
-            item = pending.pop()
-            if item in self.shapes:
-                found.add(item)
-            elif item in self.definitions:
-                pending.append(self.definitions[item])
-            elif not (full and isinstance(item, reductions.Reduction)):
-                pending.extend(item.args)
-        return found
+    def _leaves(self, node: sympy.Basic, full: bool) -> frozenset[sympy.Basic]:
+        """Tensor inputs `node` reads; with `full`, not counting those only inside reductions.
+
+        Memoized per node: a forward is a DAG, and its names are shared many times.
+        """
+        key = (node, full)
+        if key not in self.memo:
+            if node in self.shapes:
+                found: frozenset[sympy.Basic] = frozenset({node})
+            elif node in self.definitions:
+                found = self._leaves(self.definitions[node], full)
+            elif full and isinstance(node, reductions.Reduction):
+                found = frozenset()
+            else:
+                found = frozenset().union(*(self._leaves(arg, full) for arg in node.args))
+            self.memo[key] = found
+        return self.memo[key]
 
 
 def saved_values(
@@ -163,7 +168,8 @@ def choose_saved_values(
     weigh = Weights(spec, definitions)
     budget = eager_saved_elements(spec) - sum(weigh(s) for s in set(saved_already))
     by_target = {a.target: a for a in candidates}
-    costs = {a.target: recompute_cost(a.target, candidates) for a in candidates}
+    own = {a.target: _cost(a.expr) for a in candidates}
+    costs = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
     chosen: list[sympy.Symbol] = []
     for target in sorted(costs, key=lambda t: -costs[t]):
         weight = weigh(target)
@@ -177,12 +183,6 @@ def choose_saved_values(
 def _worth_saving(expr: sympy.Expr) -> bool:
     """A renamed value or a number is free to recompute."""
     return not (expr.is_Symbol or expr.is_Number)
-
-
-def recompute_cost(target: sympy.Basic, statements: Sequence[Assignment]) -> float:
-    """The cost of recomputing `target` and the statements it needs."""
-    needed = closure({target}, statements)
-    return sum(_cost(a.expr) for a in statements if a.target in needed)
 
 
 def _cost(expr: sympy.Expr) -> float:
