@@ -31,31 +31,22 @@ from collections.abc import Callable
 
 import sympy
 
+from symgrad.ad.rewrite import bottom_up
 from symgrad.language import functions, piecewise
 
 
 def cheapen(expr: sympy.Expr) -> sympy.Expr:
     """`expr` with every pattern of the table above replaced, bottom-up."""
-    memo: dict[sympy.Basic, sympy.Basic] = {}
+    return bottom_up(expr, _apply_rules)
 
-    def visit(node: sympy.Basic) -> sympy.Basic:
-        if node in memo:
-            return memo[node]
-        result = node
-        if node.args:
-            args = [visit(arg) for arg in node.args]
-            if any(new is not old for new, old in zip(args, node.args, strict=True)):
-                result = node.func(*args)
-        for rule in _RULES:
-            rewritten = rule(result)
-            if rewritten is not None:
-                result = rewritten
-                break
-        memo[node] = result
-        return result
 
-    rewritten: sympy.Expr = visit(expr)
-    return rewritten
+def _apply_rules(node: sympy.Basic) -> sympy.Basic:
+    """`node` rewritten by the first rule that matches it."""
+    for rule in _RULES:
+        rewritten = rule(node)
+        if rewritten is not None:
+            return rewritten
+    return node
 
 
 def _shifted_tanh(node: sympy.Basic) -> sympy.Expr | None:
@@ -88,23 +79,7 @@ _RULES: tuple[Callable[[sympy.Basic], sympy.Expr | None], ...] = (_shifted_tanh,
 
 def merge_branches(expr: sympy.Expr) -> sympy.Expr:
     """`expr` with the terms of each sum that are `where`s of one condition merged, bottom-up."""
-    memo: dict[sympy.Basic, sympy.Basic] = {}
-
-    def visit(node: sympy.Basic) -> sympy.Basic:
-        if node in memo:
-            return memo[node]
-        result = node
-        if node.args:
-            args = [visit(arg) for arg in node.args]
-            if any(new is not old for new, old in zip(args, node.args, strict=True)):
-                result = node.func(*args)
-        if isinstance(result, sympy.Add):
-            result = _merge_sum(result)
-        memo[node] = result
-        return result
-
-    merged: sympy.Expr = visit(expr)
-    return merged
+    return bottom_up(expr, lambda node: _merge_sum(node) if isinstance(node, sympy.Add) else node)
 
 
 def _merge_sum(node: sympy.Add) -> sympy.Expr:

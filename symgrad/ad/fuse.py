@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 import sympy
 
+from symgrad.ad.rewrite import bottom_up
 from symgrad.language import activations, functions
 
 # A match: the activation's argument u and the factors left over besides u (and 1/2).
@@ -34,23 +35,11 @@ _SQRT_TWO = float(sympy.sqrt(2))
 
 def fuse_activations(expr: sympy.Expr) -> sympy.Expr:
     """`expr` with every product of the table above replaced, bottom-up."""
-    memo: dict[sympy.Basic, sympy.Basic] = {}
+    return bottom_up(expr, _fuse_if_product)
 
-    def visit(node: sympy.Basic) -> sympy.Basic:
-        if node in memo:
-            return memo[node]
-        result = node
-        if node.args:
-            args = [visit(arg) for arg in node.args]
-            if any(new is not old for new, old in zip(args, node.args, strict=True)):
-                result = node.func(*args)
-        if isinstance(result, sympy.Mul):
-            result = _fuse_product(result)
-        memo[node] = result
-        return result
 
-    fused: sympy.Expr = visit(expr)
-    return fused
+def _fuse_if_product(node: sympy.Basic) -> sympy.Basic:
+    return _fuse_product(node) if isinstance(node, sympy.Mul) else node
 
 
 def _fuse_product(node: sympy.Mul) -> sympy.Expr:
