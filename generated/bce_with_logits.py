@@ -142,32 +142,23 @@ class BCEWithLogits(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, t = ctx.saved_tensors
         loss_shape, log_sigmoid0_shape, log_sigmoid1_shape = ctx.output_shapes
-        _t0, _t1, _t2, _t3 = ctx.shape_facts
         tangent_x, tangent_t = _fill_tangents(
             (tangent_x, tangent_t), ctx.tangent_shapes
         )
         _t5 = -x
         log_sigmoid0 = torch.nn.functional.logsigmoid(x)
         log_sigmoid1 = torch.nn.functional.logsigmoid(_t5)
-        tangent_log_sigmoid0 = tangent_x * torch.sigmoid(_t5)
-        tangent_log_sigmoid1 = -tangent_x * torch.sigmoid(x)
         tangent_loss = torch.mean(
-            _sum_to(
+            torch.addcmul(
                 torch.addcmul(
-                    torch.addcmul(
-                        torch.addcmul(
-                            log_sigmoid1 * tangent_t, tangent_log_sigmoid1, -1 + t
-                        ),
-                        log_sigmoid0,
-                        tangent_t,
-                        value=-1,
-                    ),
-                    t,
-                    tangent_log_sigmoid0,
-                    value=-1,
+                    -t * tangent_x * torch.sigmoid(_t5)
+                    - tangent_x * (-1 + t) * torch.sigmoid(x),
+                    log_sigmoid1,
+                    tangent_t,
                 ),
-                _t2,
-                _t2,
+                log_sigmoid0,
+                tangent_t,
+                value=-1,
             )
         )
         return _expand_to(tangent_loss, loss_shape), None, None

@@ -251,10 +251,12 @@ class CosineSimilarity(torch.autograd.Function):
         _t25 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
         _t26 = 1 / _t25
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
-        tangent_sqrt1 = tangent_sum0 / (2 * sqrt1)
         tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
-        tangent_sqrt3 = tangent_sum2 / (2 * sqrt3)
         tangent_sum4 = torch.sum(torch.addcmul(a * tangent_b, b, tangent_a), dim=-1)
+        _t27 = tangent_sum2 / sqrt3
+        _t28 = _t27 / 2
+        _t29 = tangent_sum0 / sqrt1
+        _t30 = _t29 / 2
         tangent_y = (
             _t24 * _t26 * tangent_sum4
             + (-_t24 / _t25)
@@ -264,9 +266,7 @@ class CosineSimilarity(torch.autograd.Function):
                     (sqrt3 < eps),
                     0,
                     torch.where(
-                        (sqrt3 > eps),
-                        tangent_sqrt3,
-                        torch.where((sqrt3 == eps), tangent_sqrt3 / 2, tangent_sqrt3),
+                        (sqrt3 > eps), _t28, torch.where((sqrt3 == eps), _t27 / 4, _t28)
                     ),
                 )
                 / _t25
@@ -278,9 +278,7 @@ class CosineSimilarity(torch.autograd.Function):
                     (sqrt1 < eps),
                     0,
                     torch.where(
-                        (sqrt1 > eps),
-                        tangent_sqrt1,
-                        torch.where((sqrt1 == eps), tangent_sqrt1 / 2, tangent_sqrt1),
+                        (sqrt1 > eps), _t30, torch.where((sqrt1 == eps), _t29 / 4, _t30)
                     ),
                 )
                 / _t23
@@ -288,8 +286,8 @@ class CosineSimilarity(torch.autograd.Function):
         )
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_sqrt1, sqrt1_shape),
-            _expand_to(tangent_sqrt3, sqrt3_shape),
+            _expand_to(_t30, sqrt1_shape),
+            _expand_to(_t28, sqrt3_shape),
             _expand_to(tangent_sum4, sum4_shape),
         )
 

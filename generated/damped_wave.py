@@ -152,12 +152,14 @@ class DampedWave(torch.autograd.Function):
         envelope = E * exp0
         phase = beta * x + (-omega) * t
         cos1 = torch.cos(phase)
-        tangent_exp0 = (-gamma) * exp0 * tangent_t
-        tangent_envelope = E * tangent_exp0
+        tangent_envelope = (-gamma) * envelope * tangent_t
         tangent_phase = beta * tangent_x + (-omega) * tangent_t
-        tangent_cos1 = -tangent_phase * torch.sin(phase)
         tangent_u = torch.addcmul(
-            envelope * tangent_cos1 * n * cos1 ** (-1 + n + (1 if (n == 0) else 0)),
+            (-n)
+            * envelope
+            * tangent_phase
+            * cos1 ** (-1 + n + (1 if (n == 0) else 0))
+            * torch.sin(phase),
             tangent_envelope,
             cos1**n,
         )

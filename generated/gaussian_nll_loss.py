@@ -136,13 +136,15 @@ class GaussianNLLLoss(torch.autograd.Function):
         tangent_x, tangent_target, tangent_var = _fill_tangents(
             (tangent_x, tangent_target, tangent_var), ctx.tangent_shapes
         )
-        _t9 = 1 / var
-        tangent_log0 = _t9 * tangent_var
+        _t9 = 0.5 / var
         tangent_loss = torch.mean(
             _sum_to(
-                0.5 * tangent_log0
-                + 0.5 * _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
-                + (-0.5 * tangent_var / var) * ((x - target) ** 2 / var),
+                torch.addcmul(
+                    _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
+                    + (-0.5 * tangent_var / var) * ((x - target) ** 2 / var),
+                    _t9,
+                    tangent_var,
+                ),
                 _t2,
                 _t2,
             )

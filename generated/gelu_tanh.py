@@ -70,7 +70,7 @@ class GeluTanh(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves):
         # inner, sigmoid0.
         ctx.save_for_backward(x, inner, sigmoid0)
-        ctx.save_for_forward(x)
+        ctx.save_for_forward(x, y)
         ctx.output_shapes = (y.shape, inner.shape, sigmoid0.shape)
         ctx.tangent_shapes = (x.shape,)
 
@@ -102,7 +102,7 @@ class GeluTanh(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        (x,) = ctx.saved_tensors
+        x, y = ctx.saved_tensors
         y_shape, inner_shape, sigmoid0_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t1 = math.sqrt(2 / math.pi)
@@ -111,8 +111,9 @@ class GeluTanh(torch.autograd.Function):
         tangent_inner = _t1 * (
             torch.addcmul(tangent_x, tangent_x, x**2, value=0.134145)
         )
-        tangent_sigmoid0 = 2 * sigmoid0 * tangent_inner * (1 - sigmoid0)
-        tangent_y = torch.addcmul(sigmoid0 * tangent_x, tangent_sigmoid0, x)
+        tangent_y = torch.addcmul(
+            2 * tangent_inner * y * (1 - sigmoid0), sigmoid0, tangent_x
+        )
         return _expand_to(tangent_y, y_shape), None, None
 
 

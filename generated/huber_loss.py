@@ -131,9 +131,8 @@ class HuberLoss(torch.autograd.Function):
         d = x - target
         _t0 = torch.abs(d)
         tangent_d = tangent_x - tangent_target
-        tangent__t0 = tangent_d * torch.sign(d)
         tangent_loss = torch.mean(
-            torch.where((_t0 < delta), d * tangent_d, tangent__t0 * delta)
+            torch.where((_t0 < delta), d * tangent_d, tangent_d * delta * torch.sign(d))
         )
         return _expand_to(tangent_loss, loss_shape)
 

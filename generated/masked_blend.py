@@ -102,8 +102,9 @@ class MaskedBlend(torch.autograd.Function):
         y_shape, tanh0_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         tanh0 = torch.tanh(x)
-        tangent_tanh0 = tangent_x * (1 - tanh0**2)
-        tangent_y = torch.addcmul(strength * tangent_tanh0 * (1 - m), m, tangent_x)
+        tangent_y = torch.addcmul(
+            strength * tangent_x * (1 - m) * (1 - tanh0**2), m, tangent_x
+        )
         return _expand_to(tangent_y, y_shape), None
 
 

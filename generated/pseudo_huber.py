@@ -122,9 +122,8 @@ class PseudoHuber(torch.autograd.Function):
         r = _t1 * _t2
         sqrt0 = torch.sqrt(1 + r**2)
         tangent_r = torch.addcmul(-_t2 * tangent_delta / _t3, _t1, tangent_prediction)
-        tangent_sqrt0 = r * tangent_r / sqrt0
-        tangent_loss = torch.addcmul(
-            2 * tangent_delta * delta * (-1 + sqrt0), _t3, tangent_sqrt0
+        tangent_loss = (
+            2 * tangent_delta * delta * (-1 + sqrt0) + _t3 * r * tangent_r / sqrt0
         )
         return _expand_to(tangent_loss, loss_shape), None, None
 

@@ -203,13 +203,23 @@ class SpecialMix(torch.autograd.Function):
         erfinv1 = torch.special.erfinv(0.5 * z)
         atan22 = torch.atan2(z, a)
         logit3 = torch.special.logit(p)
-        tangent_digamma0 = tangent_a * torch.special.polygamma(1, a)
-        tangent_erfinv1 = 0.25 * math.sqrt(math.pi) * tangent_z * torch.exp(erfinv1**2)
-        tangent_atan22 = _t7 * a * tangent_z - _t7 * tangent_a * z
-        tangent_logit3 = tangent_p / (p * (1 - p))
-        tangent_lgamma4 = digamma0 * tangent_a
-        tangent_xlogy5 = torch.addcmul(
-            p * tangent_a / a,
+        _t8 = 1 / r
+        tangent_r = _t8 * a * tangent_a + _t8 * tangent_z * z
+        tangent_y = torch.addcmul(
+            torch.addcmul(
+                _t8 * logit3 * (_t7 * a * tangent_z - _t7 * tangent_a * z)
+                + erfinv1 * tangent_a * torch.special.polygamma(1, a)
+                + p * tangent_a / a
+                + (-atan22 / r) * (logit3 * tangent_r / r)
+                + 0.25
+                * math.sqrt(math.pi)
+                * digamma0
+                * tangent_z
+                * torch.exp(erfinv1**2)
+                + _t8 * atan22 * tangent_p / (p * (1 - p)),
+                digamma0,
+                tangent_a,
+            ),
             tangent_p,
             torch.special.xlogy(
                 torch.where(
@@ -225,21 +235,6 @@ class SpecialMix(torch.autograd.Function):
                 ),
                 a,
             ),
-        )
-        _t8 = 1 / r
-        tangent_r = _t8 * a * tangent_a + _t8 * tangent_z * z
-        tangent_y = torch.addcmul(
-            torch.addcmul(
-                tangent_lgamma4
-                + tangent_xlogy5
-                + _t8 * atan22 * tangent_logit3
-                + _t8 * logit3 * tangent_atan22
-                + (-atan22 / r) * (logit3 * tangent_r / r),
-                digamma0,
-                tangent_erfinv1,
-            ),
-            erfinv1,
-            tangent_digamma0,
         )
         return _expand_to(tangent_y, y_shape), None, None, None, None, None
 

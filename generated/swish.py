@@ -69,7 +69,7 @@ class Swish(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves):
         # sigmoid0.
         ctx.save_for_backward(x, beta, sigmoid0)
-        ctx.save_for_forward(x, beta)
+        ctx.save_for_forward(x, beta, y)
         ctx.output_shapes = (y.shape, sigmoid0.shape)
         ctx.tangent_shapes = (x.shape, beta.shape)
 
@@ -96,18 +96,17 @@ class Swish(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, tangent_beta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, beta = ctx.saved_tensors
+        x, beta, y = ctx.saved_tensors
         y_shape, sigmoid0_shape = ctx.output_shapes
         tangent_x, tangent_beta = _fill_tangents(
             (tangent_x, tangent_beta), ctx.tangent_shapes
         )
         sigmoid0 = torch.sigmoid(beta * x)
-        tangent_sigmoid0 = (
-            sigmoid0
-            * (1 - sigmoid0)
-            * (torch.addcmul(beta * tangent_x, tangent_beta, x))
+        tangent_y = torch.addcmul(
+            y * (1 - sigmoid0) * (torch.addcmul(beta * tangent_x, tangent_beta, x)),
+            sigmoid0,
+            tangent_x,
         )
-        tangent_y = torch.addcmul(sigmoid0 * tangent_x, tangent_sigmoid0, x)
         return _expand_to(tangent_y, y_shape), None
 
 

@@ -561,7 +561,7 @@ def test_numbers_the_backward_reads_are_saved() -> None:
     ("output", "numbers"),
     [
         ("exp(x) + c", ()),
-        ("exp(x) * c", ("c",)),  # the gradient is grad_y * y; the jvp reads c
+        ("exp(x) * c", ()),  # the gradient is grad_y * y, the tangent y * tangent_x
         ("sin(x) * c", ("c",)),
         ("x**n", ("n",)),
         ("x**n + c", ("n",)),

@@ -110,8 +110,13 @@ def derive(spec: Spec) -> Derived:
     parts = _fit_to_inputs(parts, frames, shapes)
     function_outputs = [*spec.outputs, *(part.output for part in residuals.values())]
     reuse_values = functools.partial(reuse.reuse_forward_values, values=known_values)
+    named_calls = {
+        a.target
+        for a in intermediates
+        if a.target not in declared and isinstance(a.expr, functions.ElementwiseFunction)
+    }
     tangents = forward_mode.derive_tangents(
-        spec, forward, function_outputs, guard, reuse_values, namer
+        spec, forward, function_outputs, guard, reuse_values, namer, named_calls
     )
     parts, tangents, shape_facts = _name_shape_facts(parts, tangents, forward, spec, namer)
     recomputed = [a for a in intermediates if a.target not in residuals]
@@ -273,7 +278,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
     statements = [Assignment(s.target, _rewrite(s.expr)) for s in statements]
-    statements = _hoist_reductions(statements, namer, {o.symbol for o in spec.outputs})
+    statements = _name_shared_values(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
     forward: list[Assignment] = []
@@ -287,7 +292,7 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     return tuple(forward)
 
 
-def _hoist_reductions(
+def _name_shared_values(
     statements: Sequence[Assignment], namer: Namer, outputs: Collection[sympy.Basic]
 ) -> list[Assignment]:
     """Give every reduction and call inside a larger expression its own statement (`mean0 = ...`).

@@ -9,7 +9,7 @@ tangent gets its own statement, so the jvp is straight-line code as long as the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -39,8 +39,14 @@ def derive_tangents(
     guard: Rewrite,
     reuse: Rewrite,
     namer: Namer,
+    inline: Collection[sympy.Basic] = (),
 ) -> Tangents:
-    """Tangents of `outputs` (the spec's and the residuals) given the input tangents."""
+    """Tangents of `outputs` (the spec's and the residuals) given the input tangents.
+
+    The tangents of the values in `inline` (calls the forward names only so that the
+    backward can save them) stay inside their users' tangents, so that `c * exp(x)`
+    still reads as the output `y` in `y * tangent_x`.
+    """
     tangent_of: dict[sympy.Basic, sympy.Expr] = {}
     inputs: list[sympy.Symbol | None] = []
     for item in spec.inputs:
@@ -60,7 +66,7 @@ def derive_tangents(
         tangent = reuse(_tangent(guard(assignment.expr), tangent_of, shapes))
         if tangent == 0:
             continue
-        if tangent.is_Symbol:
+        if tangent.is_Symbol or assignment.target in inline:
             tangent_of[assignment.target] = tangent
             continue
         symbol = sympy.Symbol(namer.fresh(f"tangent_{assignment.target.name}"), real=True)

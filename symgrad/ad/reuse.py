@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import sympy
 
 from symgrad.ad.ir import Assignment
+from symgrad.ad.rewrite import bottom_up
 from symgrad.frontend.model import Spec
 
 
@@ -49,24 +50,15 @@ def reuse_forward_values(expr: sympy.Expr, values: Mapping[sympy.Basic, sympy.Ba
     for value in values:
         if isinstance(value, (sympy.Add, sympy.Mul)):
             by_argument.setdefault(value.args[0], []).append(value)
-    memo: dict[sympy.Basic, sympy.Basic] = {}
 
-    def visit(node: sympy.Basic) -> sympy.Basic:
-        if node in memo:
-            return memo[node]
-        result = node
-        if node.args:
-            args = [visit(arg) for arg in node.args]
-            if any(new is not old for new, old in zip(args, node.args, strict=True)):
-                result = node.func(*args)
-        if result in values:
-            result = values[result]
-        elif isinstance(result, (sympy.Add, sympy.Mul)):
-            result = _replace_part(result, values, by_argument)
-        memo[node] = result
-        return result
+    def replace(node: sympy.Basic) -> sympy.Basic:
+        if node in values:
+            return values[node]
+        if isinstance(node, (sympy.Add, sympy.Mul)):
+            return _replace_part(node, values, by_argument)
+        return node
 
-    return visit(expr)
+    return bottom_up(expr, replace)
 
 
 def _replace_part(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 import sympy
 
 from symgrad.ad.ir import Assignment, BackwardPlan, closure
-from symgrad.frontend.domains import default_shape
+from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
 from symgrad.language import functions, piecewise, reductions
 
@@ -107,7 +107,7 @@ class Weights:
         leaves = self._leaves(node, full=True)
         if not leaves:
             return 0.0
-        return float(math.prod(_broadcast([self.shapes[leaf] for leaf in leaves])))
+        return float(math.prod(broadcast_shapes([self.shapes[leaf] for leaf in leaves])))
 
     def _leaves(self, node: sympy.Basic, full: bool) -> frozenset[sympy.Basic]:
         """Tensor inputs `node` reads; with `full`, not counting those only inside reductions.
@@ -203,13 +203,3 @@ def recompute_statements(
     """The statements that recompute the saved values from the inputs, in order."""
     needed = closure(set(saved), statements)
     return tuple(a for a in statements if a.target in needed)
-
-
-def _broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
-    """The broadcast of `shapes` (sizes aligned from the right; the larger one wins)."""
-    rank = max(len(s) for s in shapes)
-    result = [1] * rank
-    for shape in shapes:
-        for index, size in enumerate(shape, start=rank - len(shape)):
-            result[index] = max(result[index], size)
-    return tuple(result)

@@ -26,31 +26,24 @@ from collections.abc import Callable
 
 import sympy
 
+from symgrad.ad.rewrite import bottom_up
 from symgrad.language import functions, reductions
 
 
 def stabilize(expr: sympy.Expr) -> sympy.Expr:
-    """`expr` with every overflowing pattern of the table above replaced, bottom-up."""
-    memo: dict[sympy.Basic, sympy.Basic] = {}
+    """`expr` with every overflowing pattern of the table above replaced, bottom-up.
 
-    def visit(node: sympy.Basic) -> sympy.Basic:
-        if node in memo:
-            return memo[node]
-        result = node
-        if node.args:
-            args = [visit(arg) for arg in node.args]
-            if any(new is not old for new, old in zip(args, node.args, strict=True)):
-                result = node.func(*args)
+    A rewritten node is stabilized again: its new arguments may match a rule in turn.
+    """
+
+    def apply_rules(node: sympy.Basic) -> sympy.Basic:
         for rule in _RULES:
-            rewritten = rule(result)
+            rewritten = rule(node)
             if rewritten is not None:
-                result = visit(rewritten)
-                break
-        memo[node] = result
-        return result
+                return stabilize(rewritten)
+        return node
 
-    rewritten: sympy.Expr = visit(expr)
-    return rewritten
+    return bottom_up(expr, apply_rules)
 
 
 def _is_call(node: sympy.Basic, name: str) -> bool:

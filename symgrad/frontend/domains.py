@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from symgrad.frontend.model import Input, Spec
 
 _DEFAULT_DOMAINS = {
@@ -35,9 +37,16 @@ def default_shape(spec: Spec) -> tuple[int, ...]:
     shapes = [i.shape for i in spec.tensor_inputs if i.shape]
     if not shapes:
         return (3, 4)
-    rank = max(2, *(len(s) for s in shapes))
+    result = broadcast_shapes(shapes, min_rank=2)
+    rank = len(result)
+    return tuple(3 if size == 1 and index < rank - 1 else size for index, size in enumerate(result))
+
+
+def broadcast_shapes(shapes: Sequence[tuple[int, ...]], min_rank: int = 0) -> tuple[int, ...]:
+    """The broadcast of `shapes` (sizes aligned from the right; the larger one wins)."""
+    rank = max(min_rank, *(len(s) for s in shapes))
     result = [1] * rank
     for shape in shapes:
         for index, size in enumerate(shape, start=rank - len(shape)):
             result[index] = max(result[index], size)
-    return tuple(3 if size == 1 and index < rank - 1 else size for index, size in enumerate(result))
+    return tuple(result)

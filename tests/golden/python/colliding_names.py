@@ -103,7 +103,7 @@ class CollidingNames(torch.autograd.Function):
         # sigmoid0.
         ctx.save_for_backward(output, inputs, generator, grad_y, y_, sigmoid0)
         ctx.numbers = (need_output,)
-        ctx.save_for_forward(output, inputs, generator, grad_y)
+        ctx.save_for_forward(output, inputs, generator, grad_y, y_)
         ctx.output_shapes = (y.shape, y_.shape, sigmoid0.shape)
         ctx.tangent_shapes = (output.shape, inputs.shape, generator.shape, grad_y.shape)
         _t1 = output.shape
@@ -186,7 +186,7 @@ class CollidingNames(torch.autograd.Function):
         _tangent_device: Any,
     ) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        output, inputs, generator, grad_y = ctx.saved_tensors
+        output, inputs, generator, grad_y, y_ = ctx.saved_tensors
         (need_output,) = ctx.numbers
         y_shape, y__shape, sigmoid0_shape = ctx.output_shapes
         tangent_output, tangent_inputs, tangent_generator, tangent_grad_y = (
@@ -197,15 +197,14 @@ class CollidingNames(torch.autograd.Function):
         )
         _t0 = inputs * output
         sigmoid0 = torch.sigmoid(_t0)
+        grad_output = grad_y * sigmoid0
         exp1 = torch.exp(generator)
         tangent__t0 = torch.addcmul(inputs * tangent_output, output, tangent_inputs)
-        tangent_sigmoid0 = sigmoid0 * tangent__t0 * (1 - sigmoid0)
         tangent_grad_output = torch.addcmul(
-            grad_y * tangent_sigmoid0, sigmoid0, tangent_grad_y
+            grad_output * tangent__t0 * (1 - sigmoid0), sigmoid0, tangent_grad_y
         )
         tangent_y = tangent_grad_output + tangent_generator * need_output**2
-        tangent_exp1 = exp1 * tangent_generator
-        tangent_y_ = torch.addcmul(_t0 * tangent_exp1, exp1, tangent__t0)
+        tangent_y_ = torch.addcmul(exp1 * tangent__t0, tangent_generator, y_)
         return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape), None
 
 

@@ -81,7 +81,7 @@ class SoftBucket(torch.autograd.Function):
         # exp0.
         ctx.save_for_backward(x, weight, exp0)
         ctx.numbers = (width,)
-        ctx.save_for_forward(x)
+        ctx.save_for_forward(x, weight)
         ctx.output_shapes = (weight.shape, bucket.shape, exp0.shape)
         ctx.tangent_shapes = (x.shape,)
 
@@ -124,18 +124,16 @@ class SoftBucket(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, _tangent_width: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        (x,) = ctx.saved_tensors
+        x, weight = ctx.saved_tensors
         (width,) = ctx.numbers
         weight_shape, bucket_shape, exp0_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t1 = 1 / width if width else math.copysign(math.inf, width)
         scaled = _t1 * x
-        exp0 = torch.exp(-scaled)
         sigmoid1 = torch.sigmoid(scaled)
         tangent_scaled = _t1 * tangent_x
-        tangent_exp0 = -exp0 * tangent_scaled
-        tangent_sigmoid1 = sigmoid1 * tangent_scaled * (1 - sigmoid1)
-        tangent_weight = torch.addcmul(exp0 * tangent_sigmoid1, sigmoid1, tangent_exp0)
+        _t2 = tangent_scaled * weight
+        tangent_weight = torch.addcmul(-_t2, _t2, 1 - sigmoid1)
         return _expand_to(tangent_weight, weight_shape), None, None
 
 
