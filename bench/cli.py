@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from bench.calibrate import CALIBRATION_SIZE, TABLE, calibrate, write_table
 from bench.cases import CASES, Case, select_cases
 from bench.chart import write_chart
 from bench.machine import describe
@@ -20,6 +21,7 @@ from bench.scaling import ScalingRow, run_scaling
 
 DEFAULT_SIZES = {"cpu": "1e6,1e7", "cuda": "1e7,1e8"}
 QUICK_SIZE = "4096"
+QUICK_ELEMENTS = 4096
 # The committed results, written only with --save; other runs go to the ignored build/.
 RESULTS = Path("bench/results")
 SCRATCH = Path("build/bench")
@@ -36,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     _apply_quick(args)
+    if args.calibrate:
+        return _calibrate(args, argv)
     try:
         device, cases = _check(args)
     except ValueError as error:
@@ -51,6 +55,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     chart = output.with_suffix(".png")
     if write_chart(results, chart):
         print(f"bench: wrote {chart}", file=sys.stderr)
+    return 0
+
+
+def _calibrate(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """--calibrate: time the primitives on CPU and write symgrad's cost table."""
+    torch.set_num_threads(args.threads)
+    _heap(args.malloc, torch.device("cpu"))  # as the cases run: temporaries reuse freed memory
+    words = sys.argv[1:] if argv is None else list(argv)
+    elements = QUICK_ELEMENTS if args.quick else CALIBRATION_SIZE
+    table = calibrate(elements, args.repeats, args.threads, " ".join(["python -m bench", *words]))
+    output = Path(args.output) if args.output else TABLE
+    write_table(table, output)
+    for name, value in sorted(table.relative.items(), key=lambda item: item[1]):
+        print(f"{name:24s} {value:7.2f}")
+    print(f"bench: wrote {output}", file=sys.stderr)
     return 0
 
 
@@ -108,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
     add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
     add("--no-primitives", action="store_true", help="leave out the single-primitive costs")
+    add(
+        "--calibrate",
+        action="store_true",
+        help=f"only time the primitives (1e6 elements, CPU) and write symgrad's cost table, "
+        f"{TABLE} (or --output)",
+    )
     add("--scaling", action="store_true", help="also run the codegen-scaling run")
     add("--scaling-ops", help=f"formula sizes of the scaling run (default {SCALING_OPS})")
     add("--scaling-seeds", type=int, help="random formulas per size (default 3)")

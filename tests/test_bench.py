@@ -28,6 +28,8 @@ from bench.report import (
 )
 from bench.runner import ALTERNATIVES, Measurement, Results, Row
 from bench.scaling import INPUTS, random_formula
+from symgrad.ad import costs as symgrad_costs
+from symgrad.language import functions
 
 REPO_ROOT = Path(__file__).absolute().parent.parent
 
@@ -172,4 +174,17 @@ def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
 
 def test_primitive_costs_are_relative_to_a_multiplication() -> None:
     costs = {cost.name: cost for cost in time_primitives(4096, 1, torch.device("cpu"))}
-    assert costs["x * g"].relative == 1.0 and {"tanh", "p**6", "softplus"} <= set(costs)
+    assert costs["mul"].relative == 1.0
+    assert {"tanh", "pow", "softplus", "mish", "mish_backward", "mish.cpu_form"} <= set(costs)
+
+
+def test_calibration_writes_a_cost_table_that_symgrad_reads(tmp_path: Path) -> None:
+    output = tmp_path / "costs.json"
+    command = [sys.executable, "-m", "bench", "--calibrate", "--quick", "--output", str(output)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    table = symgrad_costs.parse(output.read_text())
+    assert table.command == "python -m bench --calibrate --quick --output " + str(output)
+    assert table.of("mul") == 1.0 and set(symgrad_costs.ARITHMETIC) <= set(table.relative)
+    # Every function of the language is priced (polygamma takes an integer order).
+    assert set(functions.FUNCTIONS) - {"polygamma"} <= set(table.relative)

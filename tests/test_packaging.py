@@ -25,6 +25,7 @@ def test_wheel_ships_templates_and_works_when_installed(repo_root: Path, tmp_pat
         archive.extractall(tmp_path / "site")
     assert "symgrad/templates/python/function.py.jinja" in names
     assert "symgrad/templates/python/test_function.py.jinja" in names
+    assert "symgrad/ad/costs.json" in names  # the cost table generation reads
     # Run the unpacked wheel (first on PYTHONPATH) from elsewhere: it must find its own
     # templates, not the checkout's.
     result = subprocess.run(

@@ -2,7 +2,8 @@
 
 On CPU, torch's tanh costs several times its sigmoid (both vectorised, but tanh's
 kernel is the slower one), and the derivative of either reads its value. A tanh that
-only appears shifted by a constant is a sigmoid, exactly:
+only appears shifted by a constant is a sigmoid, exactly (rewritten where the cost
+table, symgrad.ad.costs, prices the sigmoid form lower):
 
 | written                  | emitted               |
 | ------------------------ | --------------------- |
@@ -31,6 +32,7 @@ from collections.abc import Callable
 
 import sympy
 
+from symgrad.ad import costs
 from symgrad.ad.rewrite import bottom_up
 from symgrad.language import functions, piecewise
 
@@ -41,10 +43,11 @@ def cheapen(expr: sympy.Expr) -> sympy.Expr:
 
 
 def _apply_rules(node: sympy.Basic) -> sympy.Basic:
-    """`node` rewritten by the first rule that matches it."""
+    """`node` rewritten by the first rule that matches it, if the cost table says it pays."""
+    table = costs.table()
     for rule in _RULES:
         rewritten = rule(node)
-        if rewritten is not None:
+        if rewritten is not None and table.expression(rewritten) < table.expression(node):
             return rewritten
     return node
 

@@ -6,7 +6,8 @@ costs a second forward. Eager autograd recomputes nothing: it saves every operan
 result its derivative formulas read. symgrad saves forward values too, within the
 same memory: the tensors saved (inputs, outputs and values, counted in elements at the
 spec's test shapes) never exceed what eager autograd of the written formula saves, and
-the values whose recomputation costs most are chosen first.
+the values whose recomputation costs most (by the cost table, symgrad.ad.costs) are
+chosen first.
 
 A saved value is returned by the forward as an extra, non-differentiable output, which
 the public function drops. It carries no graph, so when the backward runs with grad mode
@@ -21,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import sympy
 
+from symgrad.ad import costs
 from symgrad.ad.ir import Assignment, BackwardPlan, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
@@ -29,10 +31,6 @@ from symgrad.language import functions, piecewise, reductions
 # Functions whose derivative torch computes from their result (exp' = exp, sigmoid' = s (1 - s)):
 # eager autograd saves the result, not the argument.
 _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "exp2"})
-
-# Relative cost of recomputing a node, by kind (a multiply is 1; measured on CPU, float32).
-_CALL_COST = 6.0
-_ARITHMETIC_COST = 1.0
 
 
 def eager_saved_elements(spec: Spec) -> float:
@@ -168,10 +166,11 @@ def choose_saved_values(
     weigh = Weights(spec, definitions)
     budget = eager_saved_elements(spec) - sum(weigh(s) for s in set(saved_already))
     by_target = {a.target: a for a in candidates}
-    own = {a.target: _cost(a.expr) for a in candidates}
-    costs = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
+    table = costs.table()
+    own = {a.target: table.expression(a.expr) for a in candidates}
+    total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
     chosen: list[sympy.Symbol] = []
-    for target in sorted(costs, key=lambda t: -costs[t]):
+    for target in sorted(total, key=lambda t: -total[t]):
         weight = weigh(target)
         if weight <= budget and _worth_saving(by_target[target].expr):
             chosen.append(target)
@@ -183,18 +182,6 @@ def choose_saved_values(
 def _worth_saving(expr: sympy.Expr) -> bool:
     """A renamed value or a number is free to recompute."""
     return not (expr.is_Symbol or expr.is_Number)
-
-
-def _cost(expr: sympy.Expr) -> float:
-    total = 0.0
-    for node in sympy.preorder_traversal(expr):
-        if isinstance(node, (functions.ElementwiseFunction, reductions.Reduction)):
-            total += _CALL_COST
-        elif isinstance(node, (sympy.Add, sympy.Mul)):
-            total += _ARITHMETIC_COST * (len(node.args) - 1)
-        elif isinstance(node, (sympy.Pow, piecewise.Where, sympy.Function)):
-            total += _ARITHMETIC_COST * 2
-    return total
 
 
 def recompute_statements(

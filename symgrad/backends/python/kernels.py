@@ -2,6 +2,7 @@
 
 Where torch's CPU kernel is slow, a `CpuForm` computes the same value with cheaper torch
 operations on CPU tensors (mish: one exp instead of the several of softplus and tanh).
+It is used where the cost table (symgrad.ad.costs) measured it cheaper than the kernel.
 
 A kernel with a derivative of its own is called as it is: double backward
 differentiates it. `silu_backward` and `mish_backward` have none, so the module calls
@@ -13,6 +14,8 @@ does; the kernel runs otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from symgrad.ad import costs
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,22 @@ _MISH_BACKWARD = CpuForm(
 )
 
 
+# Every CPU form, by the kernel or activation it can replace; the cost table
+# (symgrad.ad.costs, `python -m bench --calibrate`) has each one's time as `<name>.cpu_form`.
+CPU_FORMS = {"mish": MISH_FORWARD, "mish_backward": _MISH_BACKWARD}
+
+
+def _if_cheaper(name: str) -> CpuForm | None:
+    """The CPU form of `name` when the cost table measured it cheaper than torch's kernel."""
+    return CPU_FORMS[name] if costs.table().cheaper(f"{name}.cpu_form", name) else None
+
+
 KERNELS: dict[str, Kernel] = {
     "silu": Kernel("torch.ops.aten.silu_backward({grad}, {point})", differentiable=False),
     "mish": Kernel(
         "torch.ops.aten.mish_backward({grad}, {point})",
         differentiable=False,
-        cpu=_MISH_BACKWARD,
+        cpu=_if_cheaper("mish_backward"),
     ),
     # On CPU its oneDNN path fails unless both arguments have one shape.
     "gelu": Kernel("torch.ops.aten.gelu_backward(*torch.broadcast_tensors({grad}, {point}))"),
@@ -81,7 +94,7 @@ def helper_role(function: str) -> str:
 
 
 # Activations whose forward a helper computes, with its CPU form.
-FORWARD_FORMS = {"mish": MISH_FORWARD}
+FORWARD_FORMS = {name: form for name in ("mish",) if (form := _if_cheaper(name)) is not None}
 
 HELPER_ROLES = (
     *(helper_role(name) for name, k in KERNELS.items() if not k.differentiable),
