@@ -17,6 +17,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -29,7 +30,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -164,6 +168,12 @@ class DampedWave(torch.autograd.Function):
             cos1**n,
         )
         return _expand_to(tangent_u, u_shape), None, None, None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+DampedWave.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    DampedWave.forward
+)
 
 
 class _DampedWaveTraceable(DampedWave):

@@ -17,6 +17,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -29,7 +30,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
@@ -148,6 +152,12 @@ class L2Normalize(torch.autograd.Function):
             (-tangent_n / norm) * (1 / norm * x), _t3, tangent_x
         )
         return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+L2Normalize.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    L2Normalize.forward
+)
 
 
 class _L2NormalizeTraceable(L2Normalize):

@@ -13,6 +13,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -25,7 +26,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -82,6 +86,12 @@ class LogSumExp(torch.autograd.Function):
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         tangent_y = torch.sum(tangent_x * torch.exp(x - y.unsqueeze(-1)), dim=-1)
         return _expand_to(tangent_y, y_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+LogSumExp.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    LogSumExp.forward
+)
 
 
 class _LogSumExpTraceable(LogSumExp):

@@ -13,6 +13,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -25,7 +26,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -106,6 +110,12 @@ class MaskedBlend(torch.autograd.Function):
             strength * tangent_x * (1 - m) * (1 - tanh0**2), m, tangent_x
         )
         return _expand_to(tangent_y, y_shape), None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+MaskedBlend.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    MaskedBlend.forward
+)
 
 
 class _MaskedBlendTraceable(MaskedBlend):

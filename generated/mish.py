@@ -13,6 +13,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -25,7 +26,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -119,6 +123,12 @@ class Mish(torch.autograd.Function):
         _t0 = torch.tanh(torch.nn.functional.softplus(x))
         tangent_y = tangent_x * (_t0 + x * (1 - _t0**2) * torch.sigmoid(x))
         return _expand_to(tangent_y, y_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+Mish.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    Mish.forward
+)
 
 
 class _MishTraceable(Mish):

@@ -18,6 +18,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -30,7 +31,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -119,6 +123,12 @@ class Polar(torch.autograd.Function):
         return _expand_to(tangent_radius, radius_shape), _expand_to(
             tangent_angle, angle_shape
         )
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+Polar.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    Polar.forward
+)
 
 
 class _PolarTraceable(Polar):

@@ -16,6 +16,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -28,7 +29,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
@@ -161,6 +165,12 @@ class RMSNormOp(torch.autograd.Function):
         tangent_r = -tangent_mean0 * r**3 / 2
         tangent_y = r * tangent_w * x + r * tangent_x * w + tangent_r * w * x
         return _expand_to(tangent_y, y_shape), _expand_to(tangent_r, r_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+RMSNormOp.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    RMSNormOp.forward
+)
 
 
 class _RMSNormOpTraceable(RMSNormOp):

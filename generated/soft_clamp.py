@@ -14,6 +14,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -26,7 +27,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -90,6 +94,12 @@ class SoftClamp(torch.autograd.Function):
         tangent_s = s * tangent_x * (1 - s)
         tangent_y = tangent_s * (hi - lo)
         return _expand_to(tangent_y, y_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+SoftClamp.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    SoftClamp.forward
+)
 
 
 class _SoftClampTraceable(SoftClamp):

@@ -19,6 +19,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -32,7 +33,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -237,6 +241,12 @@ class SpecialMix(torch.autograd.Function):
             ),
         )
         return _expand_to(tangent_y, y_shape), None, None, None, None, None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+SpecialMix.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    SpecialMix.forward
+)
 
 
 class _SpecialMixTraceable(SpecialMix):

@@ -13,6 +13,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -25,7 +26,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -80,6 +84,12 @@ class StraightThroughRound(torch.autograd.Function):
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         return _expand_to(tangent_x, y_shape)
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+StraightThroughRound.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    StraightThroughRound.forward
+)
 
 
 class _StraightThroughRoundTraceable(StraightThroughRound):

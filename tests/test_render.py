@@ -99,14 +99,15 @@ def test_doc_and_source_text_cannot_inject_code() -> None:
     )
     module = symgrad.generate(spec)["quiet.py"]
     tree = ast.parse(module)
-    # Nothing but the docstring, imports, __all__, the helpers, the class, its twin for
-    # torch.compile and the function.
+    # Nothing but the docstring, imports, __all__, the helpers, the class, its forward's
+    # signature, its twin for torch.compile and the function.
     kinds = [type(node).__name__ for node in tree.body]
     assert kinds == [
-        *("Expr", "ImportFrom", "ImportFrom", "Import", "Assign"),
-        *("FunctionDef", "FunctionDef", "FunctionDef", "ClassDef", "ClassDef", "FunctionDef"),
+        *("Expr", "ImportFrom", "Import", "ImportFrom", "Import", "Assign"),
+        *("FunctionDef", "FunctionDef", "FunctionDef", "ClassDef", "Assign"),
+        *("ClassDef", "FunctionDef"),
     ]
-    assert ast.get_docstring(tree.body[-3]) == inspect.cleandoc(doc)
+    assert ast.get_docstring(tree.body[-4]) == inspect.cleandoc(doc)
     assert module.splitlines()[0].endswith("from odd\\x0aname.yaml. Do not edit:")
 
 

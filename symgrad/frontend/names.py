@@ -14,7 +14,7 @@ from symgrad.frontend.loader import Node
 from symgrad.language.names import is_function_name
 
 # Names the generated code itself uses at module or function scope.
-RESERVED_NAMES = frozenset({"ctx", "torch", "math", "_"})
+RESERVED_NAMES = frozenset({"ctx", "torch", "math", "inspect", "_"})
 CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 

@@ -22,6 +22,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -34,7 +35,10 @@ def _reduce_to_(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | 
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.Tensor:
@@ -206,6 +210,12 @@ class CollidingNames(torch.autograd.Function):
         tangent_y = tangent_grad_output + tangent_generator * need_output**2
         tangent_y_ = torch.addcmul(exp1 * tangent__t0, tangent_generator, y_)
         return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape), None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+CollidingNames.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    CollidingNames.forward
+)
 
 
 class _CollidingNamesTraceable(CollidingNames):

@@ -12,6 +12,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -24,7 +25,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 class FixedGain(torch.autograd.Function):
@@ -46,6 +50,12 @@ class FixedGain(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         return None, None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+FixedGain.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    FixedGain.forward
+)
 
 
 def fixed_gain(x: torch.Tensor, gain: float = 3.0) -> torch.Tensor:

@@ -15,6 +15,7 @@ Derivatives:
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -28,7 +29,10 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     if grad is None or grad.shape == shape:
         return grad
     # A gradient smaller than the input (a constant branch) is expanded to it first.
-    return grad.expand(torch.broadcast_shapes(grad.shape, shape)).sum_to_size(shape)
+    sizes = zip(reversed(grad.shape), reversed(shape), strict=False)
+    if grad.dim() < len(shape) or any(g < s for g, s in sizes):
+        grad = grad.expand(torch.broadcast_shapes(grad.shape, shape))
+    return grad.sum_to_size(shape)
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -135,6 +139,12 @@ class SoftBucket(torch.autograd.Function):
         _t2 = tangent_scaled * weight
         tangent_weight = torch.addcmul(-_t2, _t2, 1 - sigmoid1)
         return _expand_to(tangent_weight, weight_shape), None, None
+
+
+# Function.apply binds arguments to forward's signature per call: look it up once.
+SoftBucket.forward.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    SoftBucket.forward
+)
 
 
 class _SoftBucketTraceable(SoftBucket):
