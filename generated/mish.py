@@ -14,6 +14,7 @@ Derivatives:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,6 +33,31 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.sum_to_size(shape)
 
 
+def _in_blocks(
+    body: Callable[..., torch.Tensor], *tensors: torch.Tensor
+) -> torch.Tensor:
+    """Elementwise `body(*tensors)` in blocks of 2**18 elements, which stay in cache.
+
+    In one piece where the tensors differ in shape or dtype, or cannot be split.
+    """
+    first, block = tensors[0], 1 << 18
+    if (
+        first.numel() <= block
+        or any(t.shape != first.shape or t.dtype != first.dtype for t in tensors)
+        or not all(t.is_contiguous() for t in tensors)
+        or torch.compiler.is_compiling()
+        or torch._C._are_functorch_transforms_active()
+    ):
+        return body(*tensors)
+    flat = [t.view(-1) for t in tensors]
+    result = torch.empty_like(first)
+    for start in range(0, first.numel(), block):
+        result.view(-1)[start : start + block] = body(
+            *(t[start : start + block] for t in flat)
+        )
+    return result
+
+
 def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """grad * mish'(x) by torch's kernel, which has no derivative: plain
     torch when grad mode is on, where this backward is itself differentiated."""
@@ -43,14 +69,19 @@ def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             + torch.tanh(torch.nn.functional.softplus(x))
         )
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        # torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2).
-        c = x.clamp(max=20.0)
-        e = c.exp()
-        n = (e + 2).mul_(e)
-        q = n + 2
-        slope = (e + 1).mul_(e).mul_(c).mul_(4).addcmul_(n, q)
-        return grad * slope.div_(q.mul_(q))
+        return _in_blocks(_mish_backward_block, grad, x)
     return torch.ops.aten.mish_backward(grad, x)
+
+
+def _mish_backward_block(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """grad * mish'(x) on a block of CPU tensors, grad mode off."""
+    # torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2).
+    c = x.clamp(max=20.0)
+    e = c.exp()
+    n = (e + 2).mul_(e)
+    q = n + 2
+    slope = torch.addcmul(n * q, e.sub_(n), c, value=-4)
+    return (grad * slope).div_(q.mul_(q))
 
 
 def _mish(x: torch.Tensor) -> torch.Tensor:
@@ -62,10 +93,15 @@ def _mish(x: torch.Tensor) -> torch.Tensor:
         or torch.is_grad_enabled()
     ):
         return torch.nn.functional.mish(x)
+    return _in_blocks(_mish_block, x)
+
+
+def _mish_block(x: torch.Tensor) -> torch.Tensor:
+    """mish(x) on a block of a CPU tensor, grad mode off."""
     # torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2).
     e = x.clamp(max=20.0).exp_()
     n = (e + 2).mul_(e)
-    return (n + 2).reciprocal_().mul_(n).mul_(x)
+    return (n * x).div_(n.add_(2))
 
 
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:

@@ -42,3 +42,46 @@ def test_mish_cpu_form_is_what_the_module_runs(monkeypatch: pytest.MonkeyPatch) 
 
 def _refuse(*args: object) -> None:
     raise AssertionError("torch's mish kernel ran")
+
+
+def test_cpu_forms_run_in_blocks_with_the_same_values() -> None:
+    module = symgrad.load_module(symgrad.spec_from_dict(MISH))
+    block = 1 << 18
+    x = torch.randn(3 * block + 5, dtype=torch.float64)  # three blocks and a remainder
+    grad = torch.randn_like(x)
+    calls: list[int] = []
+
+    def counted(*tensors: torch.Tensor) -> torch.Tensor:
+        calls.append(tensors[0].numel())
+        return module._mish_backward_block(*tensors)
+
+    blocked = module._in_blocks(counted, grad, x)
+    assert calls == [block, block, block, 5]
+    # Equal up to rounding: a vectorised kernel may treat a block's tail elements apart.
+    exact = {"rtol": 1e-14, "atol": 1e-14}
+    torch.testing.assert_close(blocked, module._mish_backward_block(grad, x), **exact)
+    torch.testing.assert_close(module._mish(x), module._mish_block(x), **exact)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["strided", "broadcast", "dtypes"],
+)
+def test_cpu_forms_run_whole_where_blocks_cannot_split(case: str) -> None:
+    module = symgrad.load_module(symgrad.spec_from_dict(MISH))
+    size = (1 << 18) + 1
+    x = torch.randn(2, size)
+    grad = {
+        "strided": torch.randn(size, 2).t(),
+        "broadcast": torch.randn(1, size),
+        "dtypes": torch.randn(2, size, dtype=torch.float64),
+    }[case]
+    calls: list[torch.Size] = []
+
+    def counted(*tensors: torch.Tensor) -> torch.Tensor:
+        calls.append(tensors[0].shape)
+        return module._mish_backward_block(*tensors)
+
+    result = module._in_blocks(counted, grad, x)
+    assert calls == [grad.shape]
+    torch.testing.assert_close(result, module._mish_backward_block(grad, x), rtol=0, atol=0)

@@ -77,8 +77,10 @@ class PullbackHelper:
     # grad * f'(x) in plain torch, and the kernel call, both on `grad` and `x`.
     formula: str
     kernel: str
-    # What runs instead on CPU tensors (symgrad.backends.python.kernels), if anything.
+    # What runs instead on CPU tensors (symgrad.backends.python.kernels), if anything,
+    # and the name of the function holding it (run block by block).
     cpu: CpuForm | None = None
+    block: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class ForwardHelper:
     function: str
     torch_function: str
     cpu: CpuForm
+    # The function holding the CPU form (run block by block).
+    block: str
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,8 @@ class ModuleContext:
     helpers: Mapping[str, str]
     pullback_helpers: tuple[PullbackHelper, ...]
     forward_helpers: tuple[ForwardHelper, ...]
+    # The helper running CPU forms block by block ("" when no helper has a CPU form).
+    in_blocks: str
     uses_reduced_shape: bool
     uses_count: bool
     uses_math: bool

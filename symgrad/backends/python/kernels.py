@@ -40,14 +40,15 @@ class CpuForm:
 
 
 # tanh(softplus(x)) = n / q with e = exp(x), n = e (e + 2), q = n + 2, and mish'(x) =
-# (n q + 4 x e (e + 1)) / q**2. e is capped at exp(20), past which tanh(softplus(x)) is 1
-# in float32 and float64 (float16 would overflow: those dtypes keep the kernel). In place
-# on fresh temporaries only, and only with grad mode off: nothing records them.
+# (n q + 4 x e (e + 1)) / q**2, where e (e + 1) = n - e. e is capped at exp(20), past which
+# tanh(softplus(x)) is 1 in float32 and float64 (float16 would overflow: those dtypes keep
+# the kernel). In place on fresh temporaries only, and only with grad mode off: nothing
+# records them.
 _MISH_REASON = "torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n / (n + 2)"
 MISH_FORWARD = CpuForm(
     _MISH_REASON,
     ("e = x.clamp(max=20.0).exp_()", "n = (e + 2).mul_(e)"),
-    "(n + 2).reciprocal_().mul_(n).mul_(x)",
+    "(n * x).div_(n.add_(2))",
 )
 _MISH_BACKWARD = CpuForm(
     _MISH_REASON,
@@ -56,9 +57,9 @@ _MISH_BACKWARD = CpuForm(
         "e = c.exp()",
         "n = (e + 2).mul_(e)",
         "q = n + 2",
-        "slope = (e + 1).mul_(e).mul_(c).mul_(4).addcmul_(n, q)",
+        "slope = torch.addcmul(n * q, e.sub_(n), c, value=-4)",
     ),
-    "grad * slope.div_(q.mul_(q))",
+    "(grad * slope).div_(q.mul_(q))",
 )
 
 
@@ -96,7 +97,16 @@ def helper_role(function: str) -> str:
 # Activations whose forward a helper computes, with its CPU form.
 FORWARD_FORMS = {name: form for name in ("mish",) if (form := _if_cheaper(name)) is not None}
 
+
+def block_role(role: str) -> str:
+    """The role of the helper holding the CPU form of helper `role`."""
+    return f"{role}_block"
+
+
 HELPER_ROLES = (
     *(helper_role(name) for name, k in KERNELS.items() if not k.differentiable),
     *FORWARD_FORMS,
+    *(block_role(helper_role(name)) for name, k in KERNELS.items() if k.cpu),
+    *(block_role(name) for name in FORWARD_FORMS),
+    "in_blocks",
 )

@@ -58,6 +58,9 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
     facts = _fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
+    pullback_helpers = _pullback_helpers(printer, names.helpers)
+    forward_helpers = _forward_helpers(printer, names.helpers)
+    helpers: list[PullbackHelper | ForwardHelper] = [*pullback_helpers, *forward_helpers]
     return ModuleContext(
         version=version,
         header=tuple(header(escape_comment(spec.source), version)),
@@ -81,8 +84,9 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
         shape_facts_attribute=names.shape_facts_attribute,
         helpers=names.helpers,
-        pullback_helpers=_pullback_helpers(printer, names.helpers),
-        forward_helpers=_forward_helpers(printer, names.helpers),
+        pullback_helpers=pullback_helpers,
+        forward_helpers=forward_helpers,
+        in_blocks=names.helpers["in_blocks"] if any(h.cpu for h in helpers) else "",
         # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
@@ -140,7 +144,8 @@ def _pullback_helpers(
         if role in printer.used_helpers:
             formula = local.doprint(pullbacks.PULLBACKS[function](grad, x).expanded())
             call = kernel.call.format(grad="grad", point="x")
-            found.append(PullbackHelper(helpers[role], function, formula, call, kernel.cpu))
+            block = helpers[kernels.block_role(role)] if kernel.cpu else ""
+            found.append(PullbackHelper(helpers[role], function, formula, call, kernel.cpu, block))
     return tuple(found)
 
 
@@ -149,7 +154,13 @@ def _forward_helpers(
 ) -> tuple[ForwardHelper, ...]:
     """The helpers the printed forward calls for activations with a CPU form."""
     return tuple(
-        ForwardHelper(helpers[name], name, activations.ACTIVATIONS[name].torch_function, form)
+        ForwardHelper(
+            helpers[name],
+            name,
+            activations.ACTIVATIONS[name].torch_function,
+            form,
+            helpers[kernels.block_role(name)],
+        )
         for name, form in kernels.FORWARD_FORMS.items()
         if name in printer.used_helpers
     )
