@@ -75,6 +75,11 @@ def _fill_tangents(
     )
 
 
+def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
+    """Add the contribution of one more output to a gradient."""
+    return term if total is None else total + term
+
+
 class HuberLoss(torch.autograd.Function):
     """Huber loss with threshold delta, averaged over every element."""
 
@@ -84,61 +89,70 @@ class HuberLoss(torch.autograd.Function):
     @staticmethod
     def forward(
         x: torch.Tensor, target: torch.Tensor, delta: float = 1.0
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         d = x - target
         _t0 = torch.abs(d)
         loss = torch.mean(
             torch.where((_t0 < delta), 0.5 * d**2, delta * (_t0 - 0.5 * delta))
         )
-        return loss
+        return loss, d
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target, delta = inputs
-        loss = output
-        ctx.save_for_backward(x, target)
+        loss, d = output
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(d)
         ctx.numbers = (delta,)
-        ctx.save_for_forward(x, target)
-        ctx.output_shapes = (loss.shape,)
+        ctx.input_shapes = (x.shape, target.shape)
+        ctx.save_for_forward(d)
+        ctx.output_shapes = (loss.shape, d.shape)
         ctx.tangent_shapes = (x.shape, target.shape)
         _t1 = _count(torch.broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t1,)
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, target = ctx.saved_tensors
+    def backward(
+        ctx: Any, grad_loss: torch.Tensor | None, grad_d: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        (d,) = ctx.saved_tensors
         (delta,) = ctx.numbers
+        x_shape, target_shape = ctx.input_shapes
         (_t1,) = ctx.shape_facts
         need_x, need_target, _ = ctx.needs_input_grad
         grad_x = grad_target = None
-        if need_x or need_target:
-            _t2 = grad_loss / _t1
-            d = x - target
-            _t0 = torch.abs(d)
-            _t3 = _t0 < delta
-            _t4 = delta * torch.sign(d)
-        if need_x:
-            grad_x = _t2 * torch.where(_t3, d, _t4)
-        if need_target:
-            grad_target = _t2 * torch.where(_t3, -d, -_t4)
-        return _reduce_to(grad_x, x.shape), _reduce_to(grad_target, target.shape), None
+        if grad_loss is not None:
+            if need_x or need_target:
+                _t2 = delta * torch.sign(d)
+                _t3 = grad_loss / _t1
+                _t0 = torch.abs(d)
+                _t4 = _t0 < delta
+            if need_x:
+                grad_x = _accumulate(grad_x, _t3 * torch.where(_t4, d, _t2))
+            if need_target:
+                grad_target = _accumulate(grad_target, _t3 * torch.where(_t4, -d, -_t2))
+        if grad_d is not None:
+            if need_x:
+                grad_x = _accumulate(grad_x, grad_d)
+            if need_target:
+                grad_target = _accumulate(grad_target, -grad_d)
+        return _reduce_to(grad_x, x_shape), _reduce_to(grad_target, target_shape), None
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, tangent_target: Any, _tangent_delta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, target = ctx.saved_tensors
+        (d,) = ctx.saved_tensors
         (delta,) = ctx.numbers
-        (loss_shape,) = ctx.output_shapes
+        loss_shape, d_shape = ctx.output_shapes
         tangent_x, tangent_target = _fill_tangents(
             (tangent_x, tangent_target), ctx.tangent_shapes
         )
-        d = x - target
         _t0 = torch.abs(d)
         tangent_d = tangent_x - tangent_target
         tangent_loss = torch.mean(
-            torch.where((_t0 < delta), d * tangent_d, tangent_d * delta * torch.sign(d))
+            torch.where((_t0 < delta), d * tangent_d, delta * torch.sign(d) * tangent_d)
         )
-        return _expand_to(tangent_loss, loss_shape)
+        return _expand_to(tangent_loss, loss_shape), _expand_to(tangent_d, d_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -158,4 +172,6 @@ def huber_loss(
 ) -> torch.Tensor:
     """Huber loss with threshold delta, averaged over every element."""
     function = _HuberLossTraceable if torch.compiler.is_compiling() else HuberLoss
-    return function.apply(x, target, delta)
+    # The residuals (d) are for the backward only.
+    loss, d = function.apply(x, target, delta)
+    return loss

@@ -638,11 +638,36 @@ def test_swish_with_a_slope_saves_its_sigmoid() -> None:
         ("exp(x) + 1", 12),  # exp saves its result
         ("sin(x) * 2", 12),  # sin saves its argument; a number is not saved
         ("sum(x**2)", 12),  # x, for the square; a sum saves nothing
+        ("where(x > 0, x**2, 0)", 12 + 3),  # x, and the condition as a bool mask
     ],
 )
 def test_eager_saved_elements(formula: str, elements: int) -> None:
     spec = make_spec({"y": formula}, {"x": {"type": "tensor", "shape": [3, 4]}})
     assert saving.eager_saved_elements(spec) == elements
+
+
+@pytest.mark.parametrize(
+    ("where", "output", "saved"),
+    [
+        # One difference saved spares both inputs; its gradient needs neither.
+        ({"d": "x - t"}, "mean(where(abs(d) < 1, 0.5 * d**2, abs(d) - 0.5))", ("d",)),
+        ({"d": "x - 2 * t + 1"}, "sum(d**2)", ("d",)),
+        # The backward still reads x: saving d as well would save more.
+        ({"d": "x - t"}, "sum(d**2) + sum(x**3)", ("x", "t")),
+        # Not affine: its own backward part would read x and t again.
+        ({"p": "x * t"}, "sum(p**2)", ("x", "t", "p")),  # p: a saved value, as eager
+    ],
+)
+def test_a_difference_is_saved_instead_of_its_inputs(
+    where: dict[str, str], output: str, saved: tuple[str, ...]
+) -> None:
+    spec = make_spec({"y": output}, {"x": "tensor", "t": "tensor"}, where)
+    assert names(derive(spec).saved_tensors) == saved
+    # The difference is a differentiable residual: double backward through it holds.
+    module = symgrad.load_module(spec)
+    x, t = (torch.randn(3, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradcheck(module.case, (x, t))
+    assert torch.autograd.gradgradcheck(module.case, (x, t))
 
 
 # --- Guards -------------------------------------------------------------------------

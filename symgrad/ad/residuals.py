@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import sympy
 
+from symgrad.ad import saving
 from symgrad.ad.ir import Assignment, OutputGradients
 from symgrad.frontend.model import Output, Spec
 from symgrad.language import reductions
@@ -45,8 +46,13 @@ def find_residuals(
     backward, autograd then sends the gradient that reaches it back through this
     Function, so the backward's use of it is differentiated exactly. Its own backward
     part may read further residuals, hence the loop. The public function drops them.
+
+    A full-size value is a residual too where saving it spares the backward more input
+    elements than it holds (`_values_sparing_inputs`): `d = x - target` read by the
+    backward is one tensor to save where x and target are two.
     """
     small = _small_values(intermediates, tensors)
+    small |= _values_sparing_inputs(spec, intermediates, parts, tensors)
     location = spec.outputs[0].location
     found: dict[sympy.Basic, OutputGradients] = {}
     pending = list(parts)
@@ -65,6 +71,70 @@ def find_residuals(
             else:
                 read |= assignment.expr.free_symbols
     return {a.target: found[a.target] for a in intermediates if a.target in found}
+
+
+def _values_sparing_inputs(
+    spec: Spec,
+    intermediates: Sequence[Assignment],
+    parts: Sequence[OutputGradients],
+    tensors: set[sympy.Symbol],
+) -> set[sympy.Basic]:
+    """Values affine in their tensor inputs that, saved, spare the backward more elements.
+
+    Latest first, a value is taken when the elements the backward then saves (inputs
+    still read, plus the values taken) are fewer than before. Affine with constant
+    coefficients, the value's own backward part reads no tensor, so the count holds.
+    """
+    definitions = {a.target: a.expr for a in intermediates}
+    weigh = saving.Weights(spec, definitions)
+    inputs = {i.symbol for i in spec.tensor_inputs}
+    numbers = {i.symbol for i in spec.inputs if not i.is_tensor}
+    reads = _free_symbols_of(parts)
+
+    def saved_elements(taken: set[sympy.Basic]) -> float:
+        read = closure_through(reads, definitions, stop=taken)
+        return sum(weigh(s) for s in (read & inputs) | taken)
+
+    reached = closure_through(reads, definitions, stop=set())
+    taken: set[sympy.Basic] = set()
+    for assignment in reversed(intermediates):
+        target = assignment.target
+        if (
+            target in reached
+            and target in tensors
+            and _is_affine(assignment.expr, inputs, numbers)
+            and saved_elements(taken | {target}) < saved_elements(taken)
+        ):
+            taken.add(target)
+    return taken
+
+
+def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]) -> bool:
+    """Whether `expr` reads only inputs and is affine in the tensor ones, with constant slopes."""
+    read = expr.free_symbols & inputs
+    return (
+        bool(read)
+        and expr.free_symbols <= inputs | numbers
+        and all(sympy.diff(expr, symbol).is_Number for symbol in read)
+    )
+
+
+def closure_through(
+    reads: set[sympy.Basic],
+    definitions: dict[sympy.Basic, sympy.Basic],
+    stop: set[sympy.Basic],
+) -> set[sympy.Basic]:
+    """`reads` and every symbol they are computed from, not looking inside `stop`."""
+    found: set[sympy.Basic] = set()
+    pending = list(reads)
+    while pending:
+        symbol = pending.pop()
+        if symbol in found:
+            continue
+        found.add(symbol)
+        if symbol in definitions and symbol not in stop:
+            pending.extend(definitions[symbol].free_symbols)
+    return found
 
 
 def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:

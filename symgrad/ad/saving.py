@@ -27,6 +27,7 @@ from symgrad.ad.ir import Assignment, BackwardPlan, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
 from symgrad.language import functions, piecewise, reductions
+from symgrad.language.piecewise import is_condition
 
 # Functions whose derivative torch computes from their result (exp' = exp, sigmoid' = s (1 - s)):
 # eager autograd saves the result, not the argument.
@@ -34,7 +35,8 @@ _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "
 
 
 def eager_saved_elements(spec: Spec) -> float:
-    """Elements eager autograd saves running the spec's formula as written, at test shapes."""
+    """Elements eager autograd saves for the formula as written, at test shapes (in float32s:
+    a bool mask counts a quarter)."""
     definitions = {i.symbol: i.expr for i in spec.intermediates}
     weigh = Weights(spec, definitions)
     saved: set[sympy.Basic] = set()
@@ -42,7 +44,12 @@ def eager_saved_elements(spec: Spec) -> float:
         saved |= _saved_by_eager(expr, weigh.is_tensor, weigh.is_active)
     # One tensor, however it is named: `s` and the `sigmoid(x)` it stands for.
     distinct = {_definition(node, definitions) for node in saved}
-    return sum(weigh(node) for node in distinct if weigh.is_tensor(node))
+    return sum(weigh(node) * _size(node) for node in distinct if weigh.is_tensor(node))
+
+
+def _size(node: sympy.Basic) -> float:
+    """A saved value's bytes per element over a float32's: a condition is a bool mask."""
+    return 0.25 if is_condition(node) else 1.0
 
 
 def _definition(node: sympy.Basic, definitions: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
