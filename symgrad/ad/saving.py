@@ -34,6 +34,12 @@ from symgrad.language.piecewise import is_condition
 _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "exp2"})
 
 
+# A value that costs less than this (in multiplications, symgrad.ad.costs) to recompute is
+# recomputed: saving it holds a tensor through the backward to spare about one pass, and
+# raises the backward's peak memory above eager's (focal loss' `1 - target`).
+_MIN_SAVED_COST = 2.0
+
+
 def eager_saved_elements(spec: Spec) -> float:
     """Elements eager autograd saves for the formula as written, at test shapes (in float32s:
     a bool mask counts a quarter)."""
@@ -172,23 +178,17 @@ def choose_saved_values(
     definitions = {a.target: a.expr for a in forward}
     weigh = Weights(spec, definitions)
     budget = eager_saved_elements(spec) - sum(weigh(s) for s in set(saved_already))
-    by_target = {a.target: a for a in candidates}
     table = costs.table()
     own = {a.target: table.expression(a.expr) for a in candidates}
     total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
     chosen: list[sympy.Symbol] = []
     for target in sorted(total, key=lambda t: -total[t]):
         weight = weigh(target)
-        if weight <= budget and _worth_saving(by_target[target].expr):
+        if weight <= budget and total[target] >= _MIN_SAVED_COST:
             chosen.append(target)
             budget -= weight
     order = {a.target: n for n, a in enumerate(candidates)}
     return tuple(sorted(chosen, key=order.__getitem__))
-
-
-def _worth_saving(expr: sympy.Expr) -> bool:
-    """A renamed value or a number is free to recompute."""
-    return not (expr.is_Symbol or expr.is_Number)
 
 
 def recompute_statements(
