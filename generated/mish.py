@@ -36,11 +36,11 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
 def _in_blocks(
     body: Callable[..., torch.Tensor], *tensors: torch.Tensor
 ) -> torch.Tensor:
-    """Elementwise `body(*tensors)` in blocks of 2**18 elements, which stay in cache.
+    """Elementwise `body(*tensors)` in cache-sized blocks: 2**17 elements a thread.
 
     In one piece where the tensors differ in shape or dtype, or cannot be split.
     """
-    first, block = tensors[0], 1 << 18
+    first, block = tensors[0], (1 << 17) * max(2, torch.get_num_threads())
     if (
         first.numel() <= block
         or any(t.shape != first.shape or t.dtype != first.dtype for t in tensors)

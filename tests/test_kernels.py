@@ -46,7 +46,7 @@ def _refuse(*args: object) -> None:
 
 def test_cpu_forms_run_in_blocks_with_the_same_values() -> None:
     module = symgrad.load_module(symgrad.spec_from_dict(MISH))
-    block = 1 << 18
+    block = (1 << 17) * max(2, torch.get_num_threads())  # 2**17 elements a thread
     x = torch.randn(3 * block + 5, dtype=torch.float64)  # three blocks and a remainder
     grad = torch.randn_like(x)
     calls: list[int] = []
@@ -69,7 +69,7 @@ def test_cpu_forms_run_in_blocks_with_the_same_values() -> None:
 )
 def test_cpu_forms_run_whole_where_blocks_cannot_split(case: str) -> None:
     module = symgrad.load_module(symgrad.spec_from_dict(MISH))
-    size = (1 << 18) + 1
+    size = (1 << 17) * max(2, torch.get_num_threads()) + 1
     x = torch.randn(2, size)
     grad = {
         "strided": torch.randn(size, 2).t(),
