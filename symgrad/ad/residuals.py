@@ -92,10 +92,10 @@ def _values_sparing_inputs(
     reads = _free_symbols_of(parts)
 
     def saved_elements(taken: set[sympy.Basic]) -> float:
-        read = closure_through(reads, definitions, stop=taken)
+        read = _reachable(reads, definitions, stop=taken)
         return sum(weigh(s) for s in (read & inputs) | taken)
 
-    reached = closure_through(reads, definitions, stop=set())
+    reached = _reachable(reads, definitions, stop=set())
     taken: set[sympy.Basic] = set()
     for assignment in reversed(intermediates):
         target = assignment.target
@@ -119,7 +119,7 @@ def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.S
     )
 
 
-def closure_through(
+def _reachable(
     reads: set[sympy.Basic],
     definitions: dict[sympy.Basic, sympy.Basic],
     stop: set[sympy.Basic],
