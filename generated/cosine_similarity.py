@@ -170,18 +170,18 @@ class CosineSimilarity(torch.autograd.Function):
         if grad_y is not None:
             if need_a or need_b:
                 _t11 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
-                _t12 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
-                _t13 = 1 / _t12 * grad_y
-                _t14 = 1 / _t11
-                _t15 = _sum_to(_t14 * _t13, _t2, _t3).unsqueeze(-1)
+                _t12 = 1 / _t11
+                _t13 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+                _t14 = 1 / _t13 * grad_y
+                _t15 = _sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1)
             if need_a:
-                _t16 = sqrt1 > eps
-                _t17 = torch.where(
-                    (sqrt1 < eps), 0, (-_t14 / _t12) * (sum4 / _t12 * grad_y)
+                _t16 = torch.where(
+                    (sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13 * grad_y)
                 )
+                _t17 = sqrt1 > eps
                 _t18 = torch.addcmul(
-                    torch.where(_t16, _t17, 0),
-                    torch.where(_t16, 0, _t17),
+                    torch.where(_t17, _t16, 0),
+                    torch.where(_t17, 0, _t16),
                     torch.where(
                         (sqrt1 == eps),
                         torch.tensor(
@@ -201,13 +201,13 @@ class CosineSimilarity(torch.autograd.Function):
                     ),
                 )
             if need_b:
-                _t19 = sqrt3 > eps
-                _t20 = torch.where(
-                    (sqrt3 < eps), 0, ((-1 / _t11) * _t13) * (sum4 / _t11)
+                _t19 = torch.where(
+                    (sqrt3 < eps), 0, ((-1 / _t11) * _t14) * (sum4 / _t11)
                 )
+                _t20 = sqrt3 > eps
                 _t21 = torch.addcmul(
-                    torch.where(_t19, _t20, 0),
-                    torch.where(_t19, 0, _t20),
+                    torch.where(_t20, _t19, 0),
+                    torch.where(_t20, 0, _t19),
                     torch.where(
                         (sqrt3 == eps),
                         torch.tensor(

@@ -114,17 +114,17 @@ class GaussianNLLLoss(torch.autograd.Function):
         need_x, need_target, need_var = ctx.needs_input_grad
         grad_x = grad_target = grad_var = None
         if need_x or need_target or need_var:
-            _t5 = x - target
-            _t6 = 1 / var
-            _t7 = grad_loss / _t0 * _t6
+            _t5 = 1 / var
+            _t6 = grad_loss / _t0 * _t5
+            _t7 = x - target
         if need_x or need_target:
-            _t8 = _t5 * _t7
+            _t8 = _t7 * _t6
         if need_x:
             grad_x = _sum_to(_t8, _t1, _t2)
         if need_target:
             grad_target = _sum_to(-_t8, _t3, _t2)
         if need_var:
-            grad_var = _sum_to(0.5 * _t7 * (1 - _t6 * _t5**2), _t4, _t2)
+            grad_var = _sum_to(0.5 * _t6 * (1 - _t5 * _t7**2), _t4, _t2)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_target, target.shape),

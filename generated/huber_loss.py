@@ -123,14 +123,14 @@ class HuberLoss(torch.autograd.Function):
         grad_x = grad_target = None
         if grad_loss is not None:
             if need_x or need_target:
-                _t2 = delta * torch.sign(d)
-                _t3 = grad_loss / _t1
                 _t0 = torch.abs(d)
-                _t4 = _t0 < delta
+                _t2 = _t0 < delta
+                _t3 = delta * torch.sign(d)
+                _t4 = grad_loss / _t1
             if need_x:
-                grad_x = _accumulate(grad_x, _t3 * torch.where(_t4, d, _t2))
+                grad_x = _accumulate(grad_x, _t4 * torch.where(_t2, d, _t3))
             if need_target:
-                grad_target = _accumulate(grad_target, _t3 * torch.where(_t4, -d, -_t2))
+                grad_target = _accumulate(grad_target, _t4 * torch.where(_t2, -d, -_t3))
         if grad_d is not None:
             if need_x:
                 grad_x = _accumulate(grad_x, grad_d)

@@ -91,10 +91,10 @@ class KinkedActivation(torch.autograd.Function):
         need_x, need_floor_, _, _ = ctx.needs_input_grad
         grad_x = grad_floor_ = None
         if need_x or need_floor_:
-            _t0 = x > floor_
-            _t1 = x < floor_
-            _t2 = torch.where(_t1, 0, grad_y)
-            _t3 = torch.where(_t0, 0, _t2) * torch.where(
+            _t0 = x < floor_
+            _t1 = torch.where(_t0, 0, grad_y)
+            _t2 = x > floor_
+            _t3 = torch.where(_t2, 0, _t1) * torch.where(
                 (x == floor_),
                 torch.tensor(
                     1 / 2,
@@ -106,18 +106,18 @@ class KinkedActivation(torch.autograd.Function):
                 1,
             )
         if need_x:
-            _t4 = x < 0
-            _t5 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
+            _t4 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
                 x
             )
-            _t6 = torch.where(((_t5 >= -1) & (_t5 <= cap)), grad_y, 0)
-            _t7 = torch.where((x > 0), 0, _t6 * slope)
+            _t5 = torch.where(((_t4 >= -1) & (_t4 <= cap)), grad_y, 0)
+            _t6 = torch.where((x > 0), 0, _t5 * slope)
+            _t7 = x < 0
             grad_x = torch.addcmul(
                 _t3
-                + torch.where(_t4, _t7, 0)
-                + torch.where(_t0, _t2, 0)
-                + torch.where((x <= 0), 0, _t6),
-                torch.where(_t4, 0, _t7),
+                + torch.where(_t7, _t6, 0)
+                + torch.where(_t2, _t1, 0)
+                + torch.where((x <= 0), 0, _t5),
+                torch.where(_t7, 0, _t6),
                 torch.where(
                     (x == 0),
                     torch.tensor(
@@ -127,7 +127,7 @@ class KinkedActivation(torch.autograd.Function):
                 ),
             )
         if need_floor_:
-            grad_floor_ = _t3 + torch.where(_t1, grad_y, 0)
+            grad_floor_ = _t3 + torch.where(_t0, grad_y, 0)
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_floor_, floor_.shape),

@@ -150,31 +150,31 @@ class LayerNormAffine(torch.autograd.Function):
         if need_x or need_w:
             xc = x - mu
         if need_x:
-            _t4 = rstd**3
-            _t5 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
-            _t6 = _t5 * xc
+            _t4 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
+            _t5 = _t4 * xc
+            _t6 = rstd**3
         if grad_y is not None:
             if need_x or need_w:
                 _t7 = rstd * grad_y
             if need_x:
                 _t8 = torch.addcmul(
                     _sum_to(_t7 * w, _t2, _t3),
-                    _t6,
-                    _sum_to((-_t4 / 2) * grad_y * w * xc, _t1, _t3),
+                    _t5,
+                    _sum_to((-_t6 / 2) * grad_y * w * xc, _t1, _t3),
                     value=2,
                 )
-                grad_x = _accumulate(grad_x, _t8 + _t5 * _sum_to(-_t8, _t1, _t2))
+                grad_x = _accumulate(grad_x, _t8 + _t4 * _sum_to(-_t8, _t1, _t2))
             if need_w:
                 grad_w = _accumulate(grad_w, _t7 * xc)
             if need_b:
                 grad_b = _accumulate(grad_b, grad_y)
         if grad_mu is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t5 * grad_mu)
+                grad_x = _accumulate(grad_x, _t4 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t9 = _t4 * _t6 * grad_rstd
-                grad_x = _accumulate(grad_x, -_t9 + _t5 * _sum_to(_t9, _t1, _t2))
+                _t9 = _t6 * _t5 * grad_rstd
+                grad_x = _accumulate(grad_x, -_t9 + _t4 * _sum_to(_t9, _t1, _t2))
         return (
             _reduce_to(grad_x, x.shape),
             _reduce_to(grad_w, w.shape),

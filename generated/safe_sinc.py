@@ -79,19 +79,19 @@ class SafeSinc(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t0 = x > 0
-            _t1 = x != 0
-            _t2 = torch.where(_t1, x, 1)
-            _t3 = 1 / _t2
+            _t0 = x != 0
+            _t1 = torch.where(_t0, x, 1)
+            _t2 = 1 / _t1
+            _t3 = x > 0
             grad_x = torch.where(
-                _t0,
-                torch.where(_t0, grad_y, 0) / (2 * torch.sqrt(torch.where(_t0, x, 1))),
+                _t3,
+                torch.where(_t3, grad_y, 0) / (2 * torch.sqrt(torch.where(_t3, x, 1))),
                 0,
             ) + torch.where(
-                _t1,
-                _t3
-                * (torch.addcmul(torch.cos(_t2), _t3, torch.sin(_t2), value=-1))
-                * torch.where(_t1, grad_y, 0),
+                _t0,
+                _t2
+                * (torch.addcmul(torch.cos(_t1), _t2, torch.sin(_t1), value=-1))
+                * torch.where(_t0, grad_y, 0),
                 0,
             )
         return (_reduce_to(grad_x, x.shape),)

@@ -128,10 +128,10 @@ class SpecialMix(torch.autograd.Function):
         if need_a or need_p or need_z:
             _t0 = 1 / r
         if need_a or need_z:
-            _t1 = a * logit3
-            _t2 = atan22 / r**3
-            _t3 = a**2 + z**2
-            _t4 = _t0 / torch.where((_t3 != 0), _t3, 1)
+            _t1 = a**2 + z**2
+            _t2 = _t0 / torch.where((_t1 != 0), _t1, 1)
+            _t3 = a * logit3
+            _t4 = atan22 / r**3
             _t5 = logit3 * z
         if need_a:
             grad_a = grad_y * (
@@ -144,11 +144,11 @@ class SpecialMix(torch.autograd.Function):
                             p,
                             1 / a,
                         ),
-                        _t2,
-                        _t1,
+                        _t4,
+                        _t3,
                         value=-1,
                     ),
-                    _t4,
+                    _t2,
                     _t5,
                     value=-1,
                 )
@@ -176,10 +176,10 @@ class SpecialMix(torch.autograd.Function):
                 torch.addcmul(
                     torch.addcmul(
                         0.25 * math.sqrt(math.pi) * digamma0 * torch.exp(erfinv1**2),
-                        _t4,
-                        _t1,
+                        _t2,
+                        _t3,
                     ),
-                    _t2,
+                    _t4,
                     _t5,
                     value=-1,
                 )

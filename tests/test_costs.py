@@ -34,6 +34,7 @@ def test_dump_and_parse_round_trip_and_refuse_a_table_without_arithmetic() -> No
     ("expr", "expected"),
     [
         (x * y * 3, 2.0),  # a product of three factors: two multiplies
+        (1 - x * y, 2.0),  # a multiply and a subtraction: the -1 is not multiplied
         (x**2, 7.0),
         (x**3, 11.0),
         (x**6, 5.0),  # printed as (x**2) ** 3: multiplies, not pow

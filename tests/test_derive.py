@@ -668,6 +668,8 @@ def test_eager_saved_elements(formula: str, elements: int) -> None:
         ({"d": "x - t"}, "sum(d**2) + sum(x**3)", ("x", "t")),
         # Not affine: its own backward part would read x and t again.
         ({"p": "x * t"}, "sum(p**2)", ("x", "t")),
+        # A where of inputs is no difference (found by tests/test_fuzz_autograd.py).
+        ({"w": "where(x > 0.2, x, t)"}, "sum(exp(w))", ("x", "t")),
     ],
 )
 def test_a_difference_is_saved_instead_of_its_inputs(

@@ -54,8 +54,12 @@ class CostTable:
 
     def _node(self, node: sympy.Basic) -> float:
         """The cost of the operation at `node` alone."""
-        if isinstance(node, (sympy.Add, sympy.Mul)):
-            return self.of("add" if isinstance(node, sympy.Add) else "mul") * (len(node.args) - 1)
+        if isinstance(node, sympy.Add):
+            return self.of("add") * (len(node.args) - 1)
+        if isinstance(node, sympy.Mul):
+            # A factor -1 is a subtraction in the sum around it, not a multiplication.
+            factors = len(node.args) - (1 if node.args[0] == -1 else 0)
+            return self.of("mul") * (factors - 1)
         if isinstance(node, sympy.Pow):
             return self._power(node.exp)
         if isinstance(node, piecewise.Where):

@@ -110,13 +110,18 @@ def _values_sparing_inputs(
 
 
 def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]) -> bool:
-    """Whether `expr` reads only inputs and is affine in the tensor ones, with constant slopes."""
+    """Whether `expr` is sums and products of inputs and numbers, affine in the tensor ones
+    with constant slopes (`x - 2 * target + c`)."""
     read = expr.free_symbols & inputs
     return (
         bool(read)
         and expr.free_symbols <= inputs | numbers
+        and all(isinstance(node, _ARITHMETIC) for node in sympy.preorder_traversal(expr))
         and all(sympy.diff(expr, symbol).is_Number for symbol in read)
     )
+
+
+_ARITHMETIC = (sympy.Add, sympy.Mul, sympy.Symbol, sympy.Number, sympy.NumberSymbol)
 
 
 def _reachable(

@@ -34,9 +34,10 @@ from symgrad.language.piecewise import is_condition
 _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "exp2"})
 
 
-# A value that costs less than this (in multiplications, symgrad.ad.costs) to recompute is
-# recomputed: saving it holds a tensor through the backward to spare about one pass, and
-# raises the backward's peak memory above eager's (focal loss' `1 - target`).
+# A value that costs less than two multiplications (symgrad.ad.costs) to recompute is
+# recomputed: saving it would hold a tensor through the backward to spare one cheap pass,
+# and such values pushed the backward's peak memory above eager's (focal loss, the
+# screened Lennard-Jones term).
 _MIN_SAVED_COST = 2.0
 
 

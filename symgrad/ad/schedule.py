@@ -107,10 +107,13 @@ def plan_backward(
     recomputed = [a for a in intermediates if a.target in closure(read, intermediates)]
     given = recomputed + adjoints
     temporaries, reduced = cse([a.expr for a in given] + [e for _, _, e in consumers], namer)
-    statements = topological(
-        temporaries + [Assignment(a.target, e) for a, e in zip(given, reduced, strict=False)]
-    )
     gradient_exprs = reduced[len(given) :]
+    statements = schedule_late(
+        topological(
+            temporaries + [Assignment(a.target, e) for a, e in zip(given, reduced, strict=False)]
+        ),
+        gradient_exprs,
+    )
     uses = _uses(
         statements, [(k, i, e) for (k, i, _), e in zip(consumers, gradient_exprs, strict=True)]
     )
@@ -181,6 +184,45 @@ def topological(statements: Sequence[Assignment]) -> list[Assignment]:
             raise AssertionError("cyclic backward statements")
         pending = waiting
     return ordered
+
+
+def schedule_late(
+    statements: Sequence[Assignment], roots: Sequence[sympy.Expr]
+) -> list[Assignment]:
+    """`statements` (in dependency order) reordered so each comes just before its first reader.
+
+    Depth-first from `roots` in order, so a value is computed only when the next root
+    needs it and fewer temporaries are alive at once: a value the last step reads is not
+    held while the longest is computed (peak memory). Iterative: formulas are deep.
+    """
+    by_target = {s.target: s for s in statements}
+    position = {s.target: n for n, s in enumerate(statements)}
+    # Statements under each value (shared ones counted per use): the larger side first,
+    # as in Sethi-Ullman numbering, so its temporaries are gone before the smaller starts.
+    size: dict[sympy.Basic, int] = {}
+    for statement in statements:
+        below = statement.expr.free_symbols & size.keys()
+        size[statement.target] = 1 + sum(size[symbol] for symbol in below)
+
+    def reads(expr: sympy.Basic) -> list[sympy.Basic]:
+        found = expr.free_symbols & by_target.keys()
+        return sorted(found, key=lambda symbol: (-size[symbol], position[symbol]))
+
+    emitted: set[sympy.Basic] = set()
+    ordered: list[Assignment] = []
+    for root in roots:
+        stack = [(symbol, False) for symbol in reversed(reads(root))]
+        while stack:
+            symbol, ready = stack.pop()
+            if symbol in emitted:
+                continue
+            if ready:
+                emitted.add(symbol)
+                ordered.append(by_target[symbol])
+                continue
+            stack.append((symbol, True))
+            stack += [(r, False) for r in reversed(reads(by_target[symbol].expr))]
+    return ordered + [s for s in statements if s.target not in emitted]
 
 
 def _uses(
