@@ -51,6 +51,11 @@ def _arithmetic(x: Tensor, p: Tensor, g: Tensor) -> dict[str, Primitive]:
         "where": lambda: torch.where(x > 0, x, g),
         "addcmul": lambda: torch.addcmul(x, g, p),
         "sum": lambda: x.sum(dim=-1),
+        # The kinks of the language (symgrad.language.piecewise), as printed.
+        "relu": lambda: torch.relu(x),
+        "max": lambda: torch.maximum(x, g),
+        "min": lambda: torch.minimum(x, g),
+        "clamp": lambda: torch.clamp(x, min=-1.0, max=1.0),
     }
 
 

@@ -39,8 +39,11 @@ class CostTable:
 
     def of(self, primitive: str) -> float:
         """The cost of `primitive`; a primitive never measured costs the median call."""
-        if primitive in self.relative:
-            return self.relative[primitive]
+        return self.relative.get(primitive, self.median_call)
+
+    @functools.cached_property
+    def median_call(self) -> float:
+        """The median cost of the calls measured (not arithmetic, not CPU forms)."""
         calls = [v for k, v in self.relative.items() if k not in ARITHMETIC and "." not in k]
         return statistics.median(calls) if calls else 1.0
 
