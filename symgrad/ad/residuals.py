@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import sympy
 
 from symgrad.ad import saving
-from symgrad.ad.ir import Assignment, OutputGradients
+from symgrad.ad.ir import Assignment, OutputGradients, closure
 from symgrad.frontend.model import Output, Spec
 from symgrad.language import reductions
 
@@ -92,10 +92,12 @@ def _values_sparing_inputs(
     reads = _free_symbols_of(parts)
 
     def saved_elements(taken: set[sympy.Basic]) -> float:
-        read = _reachable(reads, definitions, stop=taken)
+        """Elements saved when the backward reads `taken` and recomputes the rest."""
+        kept = [a for a in intermediates if a.target not in taken]
+        read = reads.union(*(definitions[t].free_symbols for t in closure(reads, kept)))
         return sum(weigh(s) for s in (read & inputs) | taken)
 
-    reached = _reachable(reads, definitions, stop=set())
+    reached = closure(reads, intermediates)
     taken: set[sympy.Basic] = set()
     for assignment in reversed(intermediates):
         target = assignment.target
@@ -122,24 +124,6 @@ def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.S
 
 
 _ARITHMETIC = (sympy.Add, sympy.Mul, sympy.Symbol, sympy.Number, sympy.NumberSymbol)
-
-
-def _reachable(
-    reads: set[sympy.Basic],
-    definitions: dict[sympy.Basic, sympy.Basic],
-    stop: set[sympy.Basic],
-) -> set[sympy.Basic]:
-    """`reads` and every symbol they are computed from, not looking inside `stop`."""
-    found: set[sympy.Basic] = set()
-    pending = list(reads)
-    while pending:
-        symbol = pending.pop()
-        if symbol in found:
-            continue
-        found.add(symbol)
-        if symbol in definitions and symbol not in stop:
-            pending.extend(definitions[symbol].free_symbols)
-    return found
 
 
 def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
