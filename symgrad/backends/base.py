@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from symgrad.ad.ir import Derived
 
 
+class UnprintableError(Exception):
+    """An expression contains something a backend's printer has no spelling for."""
+
+
 @dataclass(frozen=True)
 class GeneratedFiles:
     """What a backend writes for one spec: file name -> text."""

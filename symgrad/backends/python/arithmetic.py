@@ -16,16 +16,13 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
+from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.spellings import SPELLINGS
 from symgrad.language import functions, piecewise, pullbacks, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
 _MAX_PRINTED_INT = 2**31
-
-
-class UnprintableError(Exception):
-    """An expression contains something that has no torch spelling."""
 
 
 class ArithmeticPrinter(StrPrinter):

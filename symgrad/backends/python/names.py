@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 
-import sympy
-
-from symgrad.ad.ir import Assignment, Derived, Namer
+from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.python import kernels
 from symgrad.frontend.model import Input
-from symgrad.language import reductions
-from symgrad.language.piecewise import is_condition
 
 
 class BackwardNames:
@@ -60,54 +55,3 @@ class BackwardNames:
 
     def guard(self, inputs: Iterable[Input]) -> str:
         return " or ".join(self.need[i.name] for i in inputs)
-
-
-def all_statements(derived: Derived) -> list[Assignment]:
-    """Every statement of the module, in the order it defines them."""
-    statements = list(derived.forward) + list(derived.shape_facts)
-    for block in derived.prelude:
-        statements += block.statements
-    for part in derived.backward:
-        for block in part.shared:
-            statements += block.statements
-        for gradient in part.gradients:
-            statements += gradient.statements
-    if derived.jvp is not None:
-        statements += derived.jvp.statements
-    return statements
-
-
-def small_symbols(derived: Derived) -> frozenset[sympy.Basic]:
-    """Tensors of a reduced shape: residuals, gradients of reductions, and values of them."""
-    small: set[sympy.Basic] = {o.symbol for o in derived.residuals}
-    # The incoming gradient of a reduced output has the output's reduced shape.
-    definitions = {a.target: a.expr for a in derived.forward}
-    small |= {
-        part.grad
-        for part in derived.backward
-        if isinstance(definitions.get(part.output.symbol), reductions.Reduction)
-    }
-    tensors = derived.tensor_symbols
-    for statement in all_statements(derived):
-        read = statement.expr.free_symbols & tensors
-        reduced = isinstance(statement.expr, (reductions.Reduction, reductions.SumTo))
-        if reduced or (read and read <= small):
-            small.add(statement.target)
-    return frozenset(small)
-
-
-def condition_temporaries(derived: Derived) -> dict[sympy.Basic, sympy.Basic]:
-    """Statements whose value is a condition (a boolean tensor), by target."""
-    return {s.target: s.expr for s in all_statements(derived) if is_condition(s.expr)}
-
-
-def temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
-    """Rename symgrad's temporaries `_t0`, `_t1`, ... in the order the module defines them."""
-    statements = all_statements(derived)
-    taken = derived.names - {t.name for t in derived.temporaries}
-    numbers = (f"_t{n}" for n in itertools.count())
-    renames: dict[sympy.Basic, str] = {}
-    for statement in statements:
-        if statement.target in derived.temporaries and statement.target not in renames:
-            renames[statement.target] = next(name for name in numbers if name not in taken)
-    return renames

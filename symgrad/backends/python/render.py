@@ -22,8 +22,8 @@ from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.arithmetic import UnprintableError
 from symgrad.backends.python.contexts import as_template_variables
 from symgrad.backends.python.module_context import module_context
-from symgrad.backends.python.names import condition_temporaries, small_symbols, temporary_names
 from symgrad.backends.python.printer import TorchPrinter
+from symgrad.backends.statements import condition_temporaries, small_symbols, temporary_names
 from symgrad.errors import SpecError
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
