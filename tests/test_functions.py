@@ -22,7 +22,7 @@ from sympy.codegen import cfunctions
 
 import symgrad
 from symgrad.ad.derive import derive
-from symgrad.backends.python.arithmetic import UnprintableError
+from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.spellings import SPELLINGS as PYTHON
 from symgrad.frontend.model import Spec

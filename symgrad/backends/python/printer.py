@@ -13,7 +13,8 @@ from typing import Any
 import sympy
 from sympy.printing.precedence import PRECEDENCE
 
-from symgrad.backends.python.arithmetic import ArithmeticPrinter, UnprintableError
+from symgrad.backends.base import UnprintableError
+from symgrad.backends.python.arithmetic import ArithmeticPrinter
 from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
 from symgrad.language import activations, functions, piecewise, pullbacks, reductions
 

@@ -17,9 +17,8 @@ import jinja2
 from black.mode import TargetVersion
 
 from symgrad.ad.ir import Derived
-from symgrad.backends.base import GeneratedFiles
+from symgrad.backends.base import GeneratedFiles, UnprintableError
 from symgrad.backends.python import test_context as tests
-from symgrad.backends.python.arithmetic import UnprintableError
 from symgrad.backends.python.contexts import as_template_variables
 from symgrad.backends.python.module_context import module_context
 from symgrad.backends.python.printer import TorchPrinter
