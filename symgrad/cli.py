@@ -19,6 +19,7 @@ from pathlib import Path
 
 from symgrad.api import display_path, generate, load_spec
 from symgrad.backends import registry
+from symgrad.backends.base import BackendUnavailableError
 from symgrad.errors import SpecError
 from symgrad.frontend.names import snake_case
 from symgrad.frontend.starter import starter_spec
@@ -217,6 +218,8 @@ def _generate_one(path: Path, target: str | None = None) -> _Outcome:
         return _Outcome(spec.source, generate(spec, target))
     except SpecError as error:
         return _Outcome(display_path(path), error=str(error))
+    except BackendUnavailableError as error:
+        return _Outcome(display_path(path), error=f"{display_path(path)}: {error}")
 
 
 def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:

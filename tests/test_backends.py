@@ -27,6 +27,7 @@ VALID_SPECS = sorted(
     p.relative_to(REPO_ROOT) for p in (REPO_ROOT / "tests/specs/valid").glob("*.yaml")
 )
 GOLDEN_SPECS = {
+    "cpp": VALID_SPECS,
     "python": VALID_SPECS,
     "toy": [*VALID_SPECS, Path("examples/soft_clamp.yaml"), Path("examples/rms_norm.yaml")],
 }
@@ -73,13 +74,15 @@ def test_golden_files(
 def test_targets_lists_the_backends(toy: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["targets"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["python", "toy"]
+    assert names == ["cpp", "python", "toy"]
 
 
-def test_targets_lists_python_alone_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+def test_targets_lists_the_built_in_backends_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["targets"]) == 0
-    assert capsys.readouterr().out.split()[0] == "python"
-    assert registry.names() == ["python"]
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["cpp", "python"]
+    assert registry.names() == ["cpp", "python"]
 
 
 def test_gen_with_a_target_writes_that_backends_files(toy: None, tmp_path: Path) -> None:
@@ -102,7 +105,7 @@ def test_unknown_target_option_exits_2_and_names_the_targets(
 ) -> None:
     assert main(["gen", "examples/soft_clamp.yaml", "--target", "fortran"]) == 2
     assert capsys.readouterr().err == (
-        "symgrad: error: unknown target 'fortran'; the targets are: python\n"
+        "symgrad: error: unknown target 'fortran'; the targets are: cpp, python\n"
     )
 
 

@@ -12,6 +12,10 @@ class UnprintableError(Exception):
     """An expression contains something a backend's printer has no spelling for."""
 
 
+class BackendUnavailableError(RuntimeError):
+    """A backend cannot run here: a tool it needs is missing (the message says which)."""
+
+
 @dataclass(frozen=True)
 class GeneratedFiles:
     """What a backend writes for one spec: file name -> text."""

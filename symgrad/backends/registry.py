@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from symgrad.backends import python
+from symgrad.backends import cpp, python
 from symgrad.backends.base import Backend
 
 DEFAULT_TARGET = python.BACKEND.name
 
-_BACKENDS: dict[str, Backend] = {python.BACKEND.name: python.BACKEND}
+_BUILT_IN = (cpp.BACKEND, python.BACKEND)
+_BACKENDS: dict[str, Backend] = {backend.name: backend for backend in _BUILT_IN}
 
 
 class UnknownTargetError(LookupError):
@@ -27,7 +28,7 @@ def register(backend: Backend) -> None:
 
 def unregister(name: str) -> None:
     """Remove a backend registered with `register`; the built-in ones stay."""
-    if name == DEFAULT_TARGET:
+    if any(backend.name == name for backend in _BUILT_IN):
         raise ValueError(f"the {name!r} backend is built in")
     _BACKENDS.pop(name, None)
 

@@ -1,0 +1,1 @@
+"""The C++ target's output for examples/: symgrad gen examples --target cpp."""

@@ -1,0 +1,99 @@
+"""The typed contexts the C++ templates lay out: frozen dataclasses of printed strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One argument of the Function, in C++, in the operator's schema and in Python."""
+
+    name: str
+    # `const at::Tensor& x`, `double beta`.
+    cpp: str
+    # `Tensor x`, `float beta` (the operator's schema).
+    schema: str
+    # `x: torch.Tensor`, `beta: float = 1.0` (the Python loader).
+    python: str
+    is_tensor: bool
+
+
+@dataclass(frozen=True)
+class Block:
+    """Statements that run under one guard: `if (need_a || need_b) {`."""
+
+    guard: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OutputPart:
+    """The blocks that run when one output's incoming gradient `grad` is defined."""
+
+    grad: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class FunctionContext:
+    """Everything function.cpp.jinja lays out, printed and named."""
+
+    header: tuple[str, ...]
+    summary: str
+    formulas: dict[str, list[str]]
+    namespace: str
+    class_name: str
+    function_name: str
+    parameters: tuple[Parameter, ...]
+    # The forward's statements, ending in the outputs.
+    forward: tuple[str, ...]
+    # Every value the forward returns: the spec's outputs, then residuals and saved values.
+    outputs: tuple[str, ...]
+    # How many of `outputs` the spec declares (the operator returns those).
+    public_count: int
+    non_differentiable: tuple[str, ...]
+    saved_comment: tuple[str, ...]
+    # `x` for an input, `outputs[1]` for a value the forward returns.
+    saved_tensors: tuple[str, ...]
+    saved_tensor_names: tuple[str, ...]
+    # (name, C++ type, IValue accessor) of numbers and shapes kept in ctx->saved_data.
+    saved_data: tuple[tuple[str, str, str, str], ...]
+    several_outputs: bool
+    several_returned: bool
+    grads: tuple[str, ...]
+    needs: tuple[tuple[str, int], ...]
+    input_grads: tuple[str, ...]
+    # Declarations of every value the backward assigns inside a guard.
+    declarations: tuple[str, ...]
+    recompute: tuple[str, ...]
+    prelude: tuple[Block, ...]
+    backward: tuple[OutputPart, ...]
+    returns: tuple[str, ...]
+    helpers: dict[str, str]
+    uses_shape_facts: bool
+    op_schema: str
+    op_return: str
+    forward_values: str
+    # The operator's kernel below autograd.
+    forward_kernel: str
+    # The spec asks for `mode: fused`, which this target does not have yet.
+    fused_requested: bool
+
+
+@dataclass(frozen=True)
+class LoaderContext:
+    """What loader.py.jinja lays out: the names the Python module exposes."""
+
+    header: tuple[str, ...]
+    summary: str
+    # The module docstring's paragraph on what the loader does, wrapped.
+    about: tuple[str, ...]
+    module: str
+    class_name: str
+    function_name: str
+    namespace: str
+    parameters: tuple[str, ...]
+    arguments: tuple[str, ...]
+    return_annotation: str
+    doc: str

@@ -1,0 +1,305 @@
+"""The context of the generated C++ Function: every statement printed, every name chosen.
+
+It lays the IR out the way LibTorch wants it: the forward's values computed once by a
+static `values` (shared by the Function and the operator's kernel that runs below
+autograd), numbers and shapes in `ctx->saved_data`, every value the backward assigns
+under a guard declared up front (C++ scopes a variable to its braces).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import sympy
+
+from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.cpp.contexts import Block, FunctionContext, OutputPart, Parameter
+from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.python.text import escape_comment, formulas, header, summary
+from symgrad.frontend.model import Input, InputType
+from symgrad.language import reductions
+from symgrad.language.piecewise import is_condition
+
+# C++ type, schema type, Python annotation and IValue accessor of each input type.
+_TYPES = {
+    InputType.TENSOR: ("const at::Tensor&", "Tensor", "torch.Tensor", ""),
+    InputType.FLOAT: ("double", "float", "float", "toDouble"),
+    InputType.INT: ("int64_t", "int", "int", "toInt"),
+    InputType.BOOL: ("bool", "bool", "bool", "toBool"),
+}
+_SHAPE = ("std::vector<int64_t>", "toIntVector")
+
+
+def function_context(
+    derived: Derived, printer: AtenPrinter, namer: Namer, version: str
+) -> FunctionContext:
+    """Print every statement of `derived` and choose every name function.cpp.jinja uses."""
+    spec = derived.spec
+    helpers = {
+        role: namer.fresh(role)
+        for role in ("reduce_to", "accumulate", "sum_to", "reduced_shape", "count")
+    }
+    printer.helpers = {**printer.helpers, "sum_to": helpers["sum_to"]}
+    receiving = {g.input.name for part in derived.backward for g in part.gradients}
+    tensor_inputs = [i for i in spec.inputs if i.is_tensor]
+    need = {i.name: namer.fresh(f"need_{i.name}") for i in tensor_inputs if i.name in receiving}
+    grad = {name: namer.fresh(f"grad_{name}") for name in need}
+    shapes = {i.name: namer.fresh(f"{i.name}_shape") for i in derived.saved_shapes}
+    several = len(derived.backward) > 1
+    guard = _Guards(need)
+    prelude = [_block(b, printer, guard) for b in derived.prelude]
+    backward = [
+        _output_backward(p, printer, guard, grad, helpers, several) for p in derived.backward
+    ]
+    if not several and backward:
+        prelude = _merge_blocks(prelude + list(backward[0].blocks))
+        backward = [OutputPart(backward[0].grad, ())]
+    parameters = tuple(_parameter(i, printer.doprint(i.symbol)) for i in spec.inputs)
+    output_index = {o.symbol: n for n, o in enumerate(derived.outputs)}
+    saved_tensors = tuple(
+        f"outputs[{output_index[s]}]" if s in output_index else printer.doprint(s)
+        for s in derived.saved_tensors
+    )
+    returns = []
+    saved_names = {s.name for s in derived.saved_tensors}
+    for item in spec.inputs:
+        if item.name not in grad:
+            returns.append("at::Tensor()")
+            continue
+        if item.name in saved_names:
+            shape = f"{printer.doprint(item.symbol)}.sizes()"
+        else:
+            shape = shapes[item.name]
+        returns.append(f"{helpers['reduce_to']}({grad[item.name]}, {shape})")
+    return FunctionContext(
+        header=tuple(_comment_header(derived, version)),
+        summary=escape_comment(summary(spec)),
+        formulas=formulas(derived),
+        namespace=f"symgrad_{spec.module}",
+        class_name=spec.name,
+        function_name=spec.module,
+        parameters=parameters,
+        forward=tuple(_forward_statement(a, derived, printer) for a in derived.forward),
+        outputs=tuple(printer.doprint(o.symbol) for o in derived.outputs),
+        public_count=len(spec.outputs),
+        non_differentiable=tuple(
+            f"outputs[{output_index[o.symbol]}]"
+            for o in spec.outputs + derived.saved_values
+            if not o.differentiable
+        ),
+        saved_comment=_saved_comment(derived),
+        saved_tensors=saved_tensors,
+        saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors),
+        saved_data=tuple(_saved_data(derived, printer, shapes, helpers)),
+        several_outputs=several,
+        several_returned=len(derived.outputs) > 1,
+        grads=tuple(printer.doprint(part.grad) for part in derived.backward),
+        needs=tuple((need[i.name], n) for n, i in enumerate(tensor_inputs) if i.name in need),
+        input_grads=tuple(grad.values()),
+        declarations=tuple(_declarations(derived, printer)),
+        recompute=tuple(_statement(a, printer) for a in derived.recompute),
+        prelude=tuple(prelude),
+        backward=tuple(backward),
+        returns=tuple(returns),
+        helpers=helpers,
+        uses_shape_facts=bool(derived.shape_facts),
+        op_schema=_schema(derived, parameters),
+        op_return=_op_return(len(spec.outputs)),
+        forward_values=namer.fresh("values"),
+        forward_kernel=namer.fresh(f"{spec.module}_forward"),
+        fused_requested=spec.mode == "fused",
+    )
+
+
+class _Guards:
+    """`need_a || need_b` for the inputs a block serves."""
+
+    def __init__(self, need: dict[str, str]) -> None:
+        self.need = need
+
+    def __call__(self, inputs: tuple[Input, ...] | list[Input]) -> str:
+        return " || ".join(self.need[i.name] for i in inputs)
+
+
+def _comment_header(derived: Derived, version: str) -> list[str]:
+    """symgrad's generated-file header as `//` comments."""
+    lines = header(escape_comment(derived.spec.source), version)
+    return ["// " + line.removeprefix("# ").removesuffix("  # noqa: E501") for line in lines]
+
+
+def _parameter(item: Input, name: str) -> Parameter:
+    """`item` as a C++ parameter named `name` (a C++ keyword is renamed), in the schema
+    and in Python (under its own name)."""
+    cpp, schema, python, _ = _TYPES[item.type]
+    annotation = f"{item.name}: {python}"
+    if item.default is not None:
+        annotation += f" = {item.default!r}"
+    return Parameter(name, f"{cpp} {name}", f"{schema} {name}", annotation, item.is_tensor)
+
+
+def _schema(derived: Derived, parameters: tuple[Parameter, ...]) -> str:
+    """The operator's schema: `name(Tensor x, float beta) -> Tensor`."""
+    spec = derived.spec
+    arguments = ", ".join(p.schema for p in parameters)
+    returns = (
+        "Tensor"
+        if len(spec.outputs) == 1
+        else "(" + ", ".join("Tensor" for _ in spec.outputs) + ")"
+    )
+    return f"{spec.module}({arguments}) -> {returns}"
+
+
+def _op_return(count: int) -> str:
+    return (
+        "at::Tensor"
+        if count == 1
+        else "std::tuple<" + ", ".join("at::Tensor" for _ in range(count)) + ">"
+    )
+
+
+def _is_tensor(symbol: sympy.Basic, derived: Derived) -> bool:
+    return symbol in derived.tensor_symbols
+
+
+def _cpp_type(assignment: Assignment, derived: Derived) -> str:
+    if _is_tensor(assignment.target, derived):
+        return "at::Tensor"
+    return "bool" if is_condition(assignment.expr) else "double"
+
+
+def _statement(assignment: Assignment, printer: AtenPrinter) -> str:
+    return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)};"
+
+
+def _forward_statement(assignment: Assignment, derived: Derived, printer: AtenPrinter) -> str:
+    """A forward statement, declared; an output that is an input is returned as a view.
+
+    As in the Python target: an input returned as-is becomes a view of it, a
+    non-differentiable output that renames a value is detached, a residual that renames a
+    value gets its own copy.
+    """
+    target = printer.doprint(assignment.target)
+    declared = f"const {_cpp_type(assignment, derived)} {target}"
+    name = printer.doprint(assignment.expr)
+    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
+        return f"{declared} = {name}.view_as({name});"
+    constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
+    if assignment.target in constant and assignment.expr.is_Symbol:
+        return f"{declared} = {name}.detach();"
+    if assignment.target in {o.symbol for o in derived.residuals} and assignment.expr.is_Symbol:
+        return f"{declared} = {name}.clone();"
+    return f"{declared} = {name};"
+
+
+def _saved_comment(derived: Derived) -> tuple[str, ...]:
+    if not derived.saved_values:
+        return ()
+    names = ", ".join(o.name for o in derived.saved_values)
+    text = f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
+    return tuple(textwrap.wrap(text, width=80, break_on_hyphens=False))
+
+
+def _saved_data(
+    derived: Derived, printer: AtenPrinter, shapes: dict[str, str], helpers: dict[str, str]
+) -> list[tuple[str, str, str, str]]:
+    """(name, C++ type, IValue accessor, value in forward) of what ctx->saved_data keeps."""
+    entries = []
+    for item in derived.saved_numbers:
+        name = printer.doprint(item.symbol)
+        entries.append((name, _TYPES[item.type][0], _TYPES[item.type][3], name))
+    for item in derived.saved_shapes:
+        entries.append(
+            (shapes[item.name], *_SHAPE, f"{printer.doprint(item.symbol)}.sizes().vec()")
+        )
+    definitions = {a.target: a.expr for a in derived.forward}
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    for fact in derived.shape_facts:
+        shape = reductions.shape_of(fact.expr.args[0], definitions, tensors)
+        code = _shape_code(shape, helpers)
+        name = printer.doprint(fact.target)
+        if isinstance(fact.expr, reductions.Count):
+            code = f"{helpers['count']}({code}, {_dims(fact.expr.dims)})"
+            entries.append((name, "int64_t", "toInt", code))
+        else:
+            entries.append((name, *_SHAPE, code))
+    return entries
+
+
+def _dims(dims: tuple[int, ...] | None) -> str:
+    """A dim list for the helpers; empty stands for every dim."""
+    return "{" + ", ".join(map(str, dims or ())) + "}"
+
+
+def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
+    """C++ for a shape tree of `symgrad.language.reductions.shape_of`."""
+    if shape is None:
+        return "std::vector<int64_t>{}"
+    if shape[0] == "input":
+        return f"{shape[1]}.sizes().vec()"
+    if shape[0] == "broadcast":
+        codes = [_shape_code(s, helpers) for s in shape[1]]
+        code = codes[0]
+        for other in codes[1:]:
+            code = f"at::infer_size({code}, {other})"
+        return code
+    _, inner, dims, keepdim = shape
+    keep = "true" if keepdim else "false"
+    return f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {_dims(dims)}, {keep})"
+
+
+def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:
+    """`at::Tensor a, b;` and the like for every value the backward assigns in a block."""
+    statements = list(derived.recompute)
+    for block in derived.prelude:
+        statements += block.statements
+    for part in derived.backward:
+        for block in part.shared:
+            statements += block.statements
+        for gradient in part.gradients:
+            statements += gradient.statements
+    saved = set(derived.saved_tensors)
+    by_type: dict[str, dict[str, None]] = {}
+    for statement in statements:
+        if statement.target in saved:
+            continue
+        kind = _cpp_type(statement, derived)
+        by_type.setdefault(kind, {})[printer.doprint(statement.target)] = None
+    initial = {"at::Tensor": "", "double": " = 0", "bool": " = false"}
+    return [
+        f"{kind} " + ", ".join(f"{name}{initial[kind]}" for name in names) + ";"
+        for kind, names in by_type.items()
+    ]
+
+
+def _merge_blocks(blocks: list[Block]) -> list[Block]:
+    merged: list[Block] = []
+    for block in blocks:
+        if merged and merged[-1].guard == block.guard:
+            merged[-1] = Block(block.guard, merged[-1].lines + block.lines)
+        else:
+            merged.append(block)
+    return merged
+
+
+def _block(block: GuardedBlock, printer: AtenPrinter, guard: _Guards) -> Block:
+    return Block(guard(block.inputs), tuple(_statement(a, printer) for a in block.statements))
+
+
+def _output_backward(
+    part: OutputBackward,
+    printer: AtenPrinter,
+    guard: _Guards,
+    grad: dict[str, str],
+    helpers: dict[str, str],
+    several: bool,
+) -> OutputPart:
+    """The guarded blocks that add one output's contribution to each input gradient."""
+    blocks = [_block(b, printer, guard) for b in part.shared]
+    for gradient in part.gradients:
+        target = grad[gradient.input.name]
+        term = printer.doprint(gradient.expr)
+        if several:
+            term = f"{helpers['accumulate']}({target}, {term})"
+        lines = tuple(_statement(a, printer) for a in gradient.statements)
+        blocks.append(Block(guard([gradient.input]), (*lines, f"{target} = {term};")))
+    return OutputPart(printer.doprint(part.grad), tuple(_merge_blocks(blocks)))

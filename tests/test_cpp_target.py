@@ -1,0 +1,155 @@
+"""The C++ target: generated/cpp/ is what it writes for examples/, every example generates,
+the CLI writes its three files, and a missing tool is a clean error.
+
+The generated tests themselves (build, gradcheck, gradgradcheck, opcheck, torch.compile)
+run from generated/cpp/: a subset by default, every one with SYMGRAD_CPP_TESTS=all
+(generated/cpp/conftest.py). `python -m pytest --update-goldens` rewrites generated/cpp/.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import symgrad
+from symgrad.backends.cpp import render
+from symgrad.cli import main
+
+EXAMPLES = sorted(Path("examples").glob("*.yaml"), key=str)
+
+
+@functools.cache
+def _expected_files(repo_root: Path) -> dict[str, str]:
+    """What the C++ target writes for examples/ (generated once per test session)."""
+    files: dict[str, str] = {}
+    for spec_path in sorted((repo_root / "examples").glob("*.yaml")):
+        spec = symgrad.load_spec(spec_path.relative_to(repo_root))
+        files.update(symgrad.generate(spec, "cpp"))
+    return files
+
+
+def test_generated_cpp_folder_is_up_to_date(repo_root: Path, update_goldens: bool) -> None:
+    expected = _expected_files(repo_root)
+    folder = repo_root / "generated" / "cpp"
+    made = {p.name for p in folder.iterdir() if p.name not in ("__init__.py", "conftest.py")}
+    if update_goldens:
+        for stale in made - set(expected):
+            (folder / stale).unlink()
+        symgrad.write_files(expected, folder)
+        made = set(expected)
+    assert sorted(made) == sorted(expected), "generated/cpp/ holds other files than examples/ make"
+    for name, text in expected.items():
+        actual = (folder / name).read_text(encoding="utf-8")
+        if actual != text:
+            diff = "".join(difflib.unified_diff(actual.splitlines(True), text.splitlines(True)))
+            pytest.fail(f"generated/cpp/{name} is stale; run pytest --update-goldens\n{diff}")
+
+
+def test_every_example_has_a_function_an_operator_and_a_test(repo_root: Path) -> None:
+    files = _expected_files(repo_root)
+    assert len(files) == 3 * len(EXAMPLES)
+    for spec_path in EXAMPLES:
+        module = symgrad.load_spec(repo_root / spec_path).module
+        source = files[f"{module}.cpp"]
+        assert f"TORCH_LIBRARY(symgrad_{module}, m)" in source
+        assert "public torch::autograd::Function<" in source
+        assert f"torch.ops.symgrad_{module}.{module}" in files[f"{module}.py"]
+        assert "def test_opcheck" in files[f"test_{module}.py"]
+
+
+def test_cpp_output_is_clang_format_stable(repo_root: Path) -> None:
+    """What symgrad writes is already laid out: clang-format changes nothing."""
+    for name, text in _expected_files(repo_root).items():
+        if name.endswith(".cpp"):
+            assert render.clang_format(text) == text, name
+            assert str(repo_root) not in text, name
+
+
+def test_the_loaders_and_tests_pass_ruff(repo_root: Path) -> None:
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is a development tool")
+    command = [ruff, "check", "--no-cache", "--isolated", "--line-length=88", "--select=E,F,W,B,UP"]
+    result = subprocess.run(
+        [*command, "generated/cpp"], cwd=repo_root, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gen_target_cpp_writes_three_files(tmp_path: Path, repo_root: Path) -> None:
+    spec = repo_root / "examples" / "soft_clamp.yaml"
+    assert main(["gen", str(spec), "--target", "cpp", "-o", str(tmp_path), "-q"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "soft_clamp.cpp",
+        "soft_clamp.py",
+        "test_soft_clamp.py",
+    ]
+
+
+def test_target_cpp_in_the_spec(tmp_path: Path, repo_root: Path) -> None:
+    text = (repo_root / "examples" / "soft_clamp.yaml").read_text(encoding="utf-8")
+    spec = tmp_path / "soft_clamp.yaml"
+    spec.write_text(text + "\ntarget: cpp\n", encoding="utf-8")
+    assert main(["gen", str(spec), "-o", str(tmp_path / "out"), "-q"]) == 0
+    assert (tmp_path / "out" / "soft_clamp.cpp").is_file()
+
+
+def test_a_missing_clang_format_is_a_clean_error(
+    tmp_path: Path,
+    repo_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def missing() -> str:
+        raise render.ClangFormatMissingError("the cpp target formats with clang-format")
+
+    monkeypatch.setattr(render, "_clang_format", missing)
+    spec = repo_root / "examples" / "soft_clamp.yaml"
+    status = main(["gen", str(spec), "--target", "cpp", "-o", str(tmp_path), "-q", "-j", "1"])
+    assert status == 1
+    error = capsys.readouterr().err
+    assert "clang-format" in error and "Traceback" not in error
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_loader_builds_once_and_the_generated_test_passes(
+    tmp_path: Path, repo_root: Path
+) -> None:
+    """A user's path end to end: generate, import (builds), test; import again (cached)."""
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler")
+    ninja = pytest.importorskip("ninja")
+    spec = tmp_path / "twice_sine.yaml"
+    spec.write_text(
+        "name: TwiceSine\ninputs:\n  x: tensor\n  k: {type: float, default: 2.0}\n"
+        "outputs:\n  y: k * sin(x)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    assert main(["gen", str(spec), "--target", "cpp", "-o", str(out), "-q"]) == 0
+    env = {**os.environ, "SYMGRAD_CPP_CACHE": str(tmp_path / "cache")}
+    # Not activated: the ninja package's folder is not on PATH; the loader finds it.
+    paths = env["PATH"].split(os.pathsep)
+    env["PATH"] = os.pathsep.join(p for p in paths if Path(p) != Path(ninja.BIN_DIR))
+    test = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
+    first = subprocess.run(
+        [*test, str(out / "test_twice_sine.py")], cwd=out, env=env, capture_output=True, text=True
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    (built,) = (tmp_path / "cache").iterdir()
+    library = next(built.glob("*.so"))
+    stamp = library.stat().st_mtime_ns
+    load = "import twice_sine, torch; print(twice_sine.twice_sine(torch.zeros(2), 3.0))"
+    again = subprocess.run(
+        [sys.executable, "-c", load], cwd=out, env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert "tensor([0., 0.])" in again.stdout
+    assert library.stat().st_mtime_ns == stamp, "an unchanged source was rebuilt"
