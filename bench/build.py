@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -60,6 +61,37 @@ def generate_fused(spec_path: Path, workdir: Path) -> Generated | None:
         return generate_case(fused_spec, workdir, suffix="_fused")
     except UnsupportedSpecError:
         return None
+
+
+@dataclass(frozen=True)
+class BuiltCpp:
+    """The C++ target's function for a case, and what building it took."""
+
+    function: Fn
+    # Seconds to generate, then to compile and load (first build), then to load again.
+    generate_seconds: float
+    build_seconds: float
+
+
+def generate_cpp(spec_path: Path, workdir: Path) -> BuiltCpp | None:
+    """The spec's C++ Function (symgrad gen --target cpp), built and loaded, or None where
+    symgrad refuses it. The build goes to a cache folder in `workdir`."""
+    start = time.perf_counter()
+    try:
+        files = symgrad.generate(symgrad.load_spec(spec_path), "cpp")
+    except symgrad.SpecError:
+        return None
+    generated = time.perf_counter()
+    folder = workdir / "cpp"
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    loader = next(n for n in files if n.endswith(".py") and not n.startswith("test_"))
+    stem = loader.removesuffix(".py")
+    os.environ.setdefault("SYMGRAD_CPP_CACHE", str(workdir / "cpp_cache"))
+    module = import_source(f"bench_cpp_{stem}", files[loader], folder)
+    built = time.perf_counter()
+    return BuiltCpp(getattr(module, stem), generated - start, built - generated)
 
 
 def import_source(name: str, source: str, workdir: Path) -> ModuleType:

@@ -92,7 +92,9 @@ def _check(args: argparse.Namespace) -> tuple[torch.device, tuple[Case, ...]]:
 def _run(args: argparse.Namespace, device: torch.device, cases: tuple[Case, ...]) -> Results:
     """Run the cases, then the scaling run and primitive costs."""
     torch.set_num_threads(args.threads)
-    settings = Settings(device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile)
+    settings = Settings(
+        device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile, args.cpp
+    )
     results = run_cases(cases, settings)
     results.scaling = _scaling(args)
     if not args.no_primitives:
@@ -125,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--quick", action="store_true", help="smoke run: tiny size, 2 repeats, no torch.compile")
     add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
+    add("--cpp", action="store_true", help="also build and time the C++ target (cpp column)")
     add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
     add("--no-primitives", action="store_true", help="leave out the single-primitive costs")
     add(

@@ -27,7 +27,8 @@ DEFINITIONS = """\
   `bench/specs/<case>.yaml` at run time, called eagerly. **fused**: symgrad's fused mode
   where it has one; until then a placeholder, torch.compile of the generated function's call
   (`bench/build.py`, Note [fused hook]). **compile**: torch.compile of the plain formula.
-  **builtin**: torch's own function, where it has one.
+  **builtin**: torch's own function, where it has one. **cpp**: the C++ target's Function
+  (`symgrad gen --target cpp`, ATen operations), built at run time; only with `--cpp`.
 - **Ratios** of times are paired: the median over rounds of an alternative's time over
   eager's (or torch.compile's) in the same round, so that load from other processes,
   which changes between rounds, cancels. **noise** is the largest interquartile range

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import torch
 
-from bench.build import Generated, UnsupportedSpecError, generate_case, generate_fused
+from bench.build import (
+    Generated,
+    UnsupportedSpecError,
+    generate_case,
+    generate_cpp,
+    generate_fused,
+)
 from bench.cases import Case, Fn
 from bench.measure import (
     Saved,
@@ -28,7 +34,7 @@ from bench.primitives import PrimitiveCost
 from bench.scaling import ScalingRow
 
 # The columns of every table, in order; "eager" is autograd of the plain formula.
-ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin")
+ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin", "cpp")
 # The alternatives that run through torch.compile (fused while it is a placeholder).
 COMPILED = ("fused", "compile")
 
@@ -43,6 +49,8 @@ class Settings:
     warmup: int
     # False skips torch.compile (the compile column, and the fused placeholder).
     compile: bool
+    # True builds and times the C++ target's Function (the cpp column).
+    cpp: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,11 @@ def _run_case(case: Case, settings: Settings, workdir: Path) -> list[Row]:
     generated = generate_case(case.spec_path, workdir)
     fused = generate_fused(case.spec_path, workdir)
     functions = _alternatives(case, generated, fused, settings.compile)
+    if settings.cpp:
+        built = generate_cpp(case.spec_path, workdir)
+        if built is not None:
+            _progress(f"{case.name}: C++ built in {built.build_seconds:.1f} s")
+            functions["cpp"] = functools.partial(built.function, **case.numbers)
     rows = []
     for elements in settings.sizes:
         _progress(f"{case.name}: {elements:,} elements")

@@ -61,7 +61,8 @@ class FunctionContext:
     saved_data: tuple[tuple[str, str, str, str], ...]
     several_outputs: bool
     several_returned: bool
-    grads: tuple[str, ...]
+    # Each incoming gradient's name and its output's position in `outputs`.
+    grads: tuple[tuple[str, int], ...]
     needs: tuple[tuple[str, int], ...]
     input_grads: tuple[str, ...]
     # Declarations of every value the backward assigns inside a guard.

@@ -93,7 +93,10 @@ def function_context(
         saved_data=tuple(_saved_data(derived, printer, shapes, helpers)),
         several_outputs=several,
         several_returned=len(derived.outputs) > 1,
-        grads=tuple(printer.doprint(part.grad) for part in derived.backward),
+        grads=tuple(
+            (printer.doprint(part.grad), output_index[part.output.symbol])
+            for part in derived.backward
+        ),
         needs=tuple((need[i.name], n) for n, i in enumerate(tensor_inputs) if i.name in need),
         input_grads=tuple(grad.values()),
         declarations=tuple(_declarations(derived, printer)),
