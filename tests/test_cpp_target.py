@@ -153,3 +153,16 @@ def test_the_loader_builds_once_and_the_generated_test_passes(
     assert again.returncode == 0, again.stderr
     assert "tensor([0., 0.])" in again.stdout
     assert library.stat().st_mtime_ns == stamp, "an unchanged source was rebuilt"
+
+
+def test_a_doc_ending_in_a_backslash_does_not_comment_out_code() -> None:
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Twice",
+            "doc": "Ends in a backslash \\",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": "2 * x"},
+        }
+    )
+    source = symgrad.generate(spec, "cpp")["twice.cpp"]
+    assert all(not line.rstrip().endswith("\\") for line in source.splitlines())

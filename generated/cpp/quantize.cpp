@@ -66,7 +66,6 @@ struct Quantize : public torch::autograd::Function<Quantize> {
     const variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const at::Tensor& grad_value = grads[0];
-    const at::Tensor& grad_index = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (grad_value.defined()) {

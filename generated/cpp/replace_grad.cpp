@@ -42,7 +42,7 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
 struct ReplaceGrad : public torch::autograd::Function<ReplaceGrad> {
   // The forward's values: the outputs.
   static variable_list values(const at::Tensor& forward_value,
-                              const at::Tensor& backward_value) {
+                              const at::Tensor& /*backward_value*/) {
     const at::Tensor y = forward_value.view_as(forward_value);
     return {y};
   }

@@ -12,6 +12,8 @@ class Parameter:
     name: str
     # `const at::Tensor& x`, `double beta`.
     cpp: str
+    # The same, named in a comment only, where the forward does not read it (-Wextra).
+    cpp_unread: str
     # `Tensor x`, `float beta` (the operator's schema).
     schema: str
     # `x: torch.Tensor`, `beta: float = 1.0` (the Python loader).
@@ -46,6 +48,8 @@ class FunctionContext:
     class_name: str
     function_name: str
     parameters: tuple[Parameter, ...]
+    # The names of the parameters the forward reads.
+    forward_reads: frozenset[str]
     # The forward's statements, ending in the outputs.
     forward: tuple[str, ...]
     # Every value the forward returns: the spec's outputs, then residuals and saved values.

@@ -55,6 +55,7 @@ def function_context(
         prelude = _merge_blocks(prelude + list(backward[0].blocks))
         backward = [OutputPart(backward[0].grad, ())]
     parameters = tuple(_parameter(i, printer.doprint(i.symbol)) for i in spec.inputs)
+    reads = _backward_reads(derived)
     output_index = {o.symbol: n for n, o in enumerate(derived.outputs)}
     saved_tensors = tuple(
         f"outputs[{output_index[s]}]" if s in output_index else printer.doprint(s)
@@ -73,12 +74,15 @@ def function_context(
         returns.append(f"{helpers['reduce_to']}({grad[item.name]}, {shape})")
     return FunctionContext(
         header=tuple(_comment_header(derived, version)),
-        summary=escape_comment(summary(spec)),
+        summary=_comment_text(summary(spec)),
         formulas=formulas(derived),
         namespace=f"symgrad_{spec.module}",
         class_name=spec.name,
         function_name=spec.module,
         parameters=parameters,
+        forward_reads=frozenset(
+            printer.doprint(s) for a in derived.forward for s in a.expr.free_symbols
+        ),
         forward=tuple(_forward_statement(a, derived, printer) for a in derived.forward),
         outputs=tuple(printer.doprint(o.symbol) for o in derived.outputs),
         public_count=len(spec.outputs),
@@ -95,7 +99,8 @@ def function_context(
         several_returned=len(derived.outputs) > 1,
         grads=tuple(
             (printer.doprint(part.grad), output_index[part.output.symbol])
-            for part in derived.backward
+            for n, part in enumerate(derived.backward)
+            if part.grad in reads or (n == 0 and not several)
         ),
         needs=tuple((need[i.name], n) for n, i in enumerate(tensor_inputs) if i.name in need),
         input_grads=tuple(grad.values()),
@@ -130,6 +135,13 @@ def _comment_header(derived: Derived, version: str) -> list[str]:
     return ["// " + line.removeprefix("# ").removesuffix("  # noqa: E501") for line in lines]
 
 
+def _comment_text(text: str) -> str:
+    """Text that stays inside one `//` comment: a backslash at its end would continue the
+    comment onto the next line of code."""
+    text = escape_comment(text).rstrip()
+    return f"{text} ." if text.endswith("\\") else text
+
+
 def _parameter(item: Input, name: str) -> Parameter:
     """`item` as a C++ parameter named `name` (a C++ keyword is renamed), in the schema
     and in Python (under its own name)."""
@@ -137,7 +149,9 @@ def _parameter(item: Input, name: str) -> Parameter:
     annotation = f"{item.name}: {python}"
     if item.default is not None:
         annotation += f" = {item.default!r}"
-    return Parameter(name, f"{cpp} {name}", f"{schema} {name}", annotation, item.is_tensor)
+    return Parameter(
+        name, f"{cpp} {name}", f"{cpp} /*{name}*/", f"{schema} {name}", annotation, item.is_tensor
+    )
 
 
 def _schema(derived: Derived, parameters: tuple[Parameter, ...]) -> str:
@@ -272,6 +286,16 @@ def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:
         f"{kind} " + ", ".join(f"{name}{initial[kind]}" for name in names) + ";"
         for kind, names in by_type.items()
     ]
+
+
+def _backward_reads(derived: Derived) -> set[sympy.Basic]:
+    """Every symbol the backward's statements and gradients read."""
+    exprs = [a.expr for block in derived.prelude for a in block.statements]
+    for part in derived.backward:
+        exprs += [a.expr for block in part.shared for a in block.statements]
+        for gradient in part.gradients:
+            exprs += [gradient.expr, *(a.expr for a in gradient.statements)]
+    return set().union(*(e.free_symbols for e in exprs))
 
 
 def _merge_blocks(blocks: list[Block]) -> list[Block]:

@@ -77,7 +77,6 @@ struct SoftBucket : public torch::autograd::Function<SoftBucket> {
     at::Tensor exp0 = saved[2];
     const double width = ctx->saved_data["width"].toDouble();
     const at::Tensor& grad_weight = grads[0];
-    const at::Tensor& grad_bucket = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     at::Tensor scaled, sigmoid1;

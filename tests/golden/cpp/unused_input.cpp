@@ -41,7 +41,7 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
 // Ignores x.""" + __import__("os").system("echo injected") + """ \ end"
 struct UnusedInput : public torch::autograd::Function<UnusedInput> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, const at::Tensor& w) {
+  static variable_list values(const at::Tensor& /*x*/, const at::Tensor& w) {
     const at::Tensor y = 2 * w;
     return {y};
   }
