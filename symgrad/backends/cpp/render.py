@@ -50,8 +50,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     printer = AtenPrinter(
         derived.tensor_symbols, names.renames(derived, namer), condition_temporaries(derived)
     )
-    if hasattr(printer, "small_symbols"):
-        printer.small_symbols = small_symbols(derived)
+    printer.small_symbols = small_symbols(derived)
     try:
         context = function_context(derived, printer, namer, version)
     except UnprintableError as error:
