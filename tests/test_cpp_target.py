@@ -122,14 +122,18 @@ def test_a_missing_clang_format_is_a_clean_error(
 def test_the_loader_builds_once_and_the_generated_test_passes(
     tmp_path: Path, repo_root: Path
 ) -> None:
-    """A user's path end to end: generate, import (builds), test; import again (cached)."""
+    """A user's path end to end: generate, import (builds), test; import again (cached).
+
+    The spec uses mish, whose CPU form runs in blocks past 2**18 elements: a large call
+    checks the blocks and the remainder against torch's own mish.
+    """
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         pytest.skip("no C++ compiler")
     ninja = pytest.importorskip("ninja")
-    spec = tmp_path / "twice_sine.yaml"
+    spec = tmp_path / "scaled_mish.yaml"
     spec.write_text(
-        "name: TwiceSine\ninputs:\n  x: tensor\n  k: {type: float, default: 2.0}\n"
-        "outputs:\n  y: k * sin(x)\n",
+        "name: ScaledMish\ninputs:\n  x: tensor\n  k: {type: float, default: 2.0}\n"
+        "outputs:\n  y: k * mish(x)\n",
         encoding="utf-8",
     )
     out = tmp_path / "out"
@@ -140,19 +144,33 @@ def test_the_loader_builds_once_and_the_generated_test_passes(
     env["PATH"] = os.pathsep.join(p for p in paths if Path(p) != Path(ninja.BIN_DIR))
     test = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
     first = subprocess.run(
-        [*test, str(out / "test_twice_sine.py")], cwd=out, env=env, capture_output=True, text=True
+        [*test, str(out / "test_scaled_mish.py")], cwd=out, env=env, capture_output=True, text=True
     )
     assert first.returncode == 0, first.stdout + first.stderr
     (built,) = (tmp_path / "cache").iterdir()
     library = next(built.glob("*.so"))
     stamp = library.stat().st_mtime_ns
-    load = "import twice_sine, torch; print(twice_sine.twice_sine(torch.zeros(2), 3.0))"
     again = subprocess.run(
-        [sys.executable, "-c", load], cwd=out, env=env, capture_output=True, text=True
+        [sys.executable, "-c", _LARGE_CALL], cwd=out, env=env, capture_output=True, text=True
     )
     assert again.returncode == 0, again.stderr
-    assert "tensor([0., 0.])" in again.stdout
     assert library.stat().st_mtime_ns == stamp, "an unchanged source was rebuilt"
+
+
+# 2**19 + 7 elements: two full blocks at up to 2 threads, and a remainder.
+_LARGE_CALL = """
+import torch
+from scaled_mish import scaled_mish
+
+x = (torch.randn(2**19 + 7, dtype=torch.float64) * 10).requires_grad_()
+g = torch.randn_like(x)
+y = scaled_mish(x, 3.0)
+(grad,) = torch.autograd.grad(y, x, g)
+want = 3.0 * torch.nn.functional.mish(x)
+(want_grad,) = torch.autograd.grad(want, x, g)
+torch.testing.assert_close(y, want)
+torch.testing.assert_close(grad, want_grad)
+"""
 
 
 def test_a_doc_ending_in_a_backslash_does_not_comment_out_code() -> None:

@@ -225,3 +225,14 @@ def test_integer_powers_of_tensors_print_as_products(power: int, printed: str) -
     x = torch.linspace(-1.5, 1.5, 7, dtype=torch.float64, requires_grad=True)
     (gradient,) = torch.autograd.grad(symgrad.load(spec).apply(x).sum(), x)
     torch.testing.assert_close(gradient, power * x.detach() ** (power - 1) / 3)
+
+
+@pytest.mark.slow
+def test_the_generated_test_of_a_spec_calling_mish_runs(tmp_path: Path) -> None:
+    """The module calls its CPU-form helper for mish; the test's plain-torch reference
+    must not (it has no such helper)."""
+    spec = {"name": "ScaledMish", "inputs": {"x": "tensor"}, "outputs": {"y": "2 * mish(x)"}}
+    files = symgrad.generate(symgrad.spec_from_dict(spec))
+    assert "torch.nn.functional.mish(x)" in files["test_scaled_mish.py"]
+    output = _run_generated_test(files, tmp_path, "-k", "test_matches_autograd")
+    assert "passed" in output and "failed" not in output and "error" not in output, output

@@ -14,10 +14,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <tuple>
 #include <vector>
 
@@ -37,11 +40,101 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+// Whether a CPU form may run on `tensors`: plain float32 or float64 CPU tensors of one
+// shape and dtype, contiguous, with grad mode off (nothing records the in-place
+// temporaries). Not under torch.compile's fake, functional or symbolic-shape tensors.
+inline bool cpu_form_applies(std::initializer_list<at::Tensor> tensors) {
+  if (at::GradMode::is_enabled()) {
+    return false;
+  }
+  const at::Tensor& first = *tensors.begin();
+  for (const at::Tensor& tensor : tensors) {
+    const c10::DispatchKeySet keys = tensor.key_set();
+    if (tensor.unsafeGetTensorImpl()->has_symbolic_sizes_strides() ||
+        keys.has(c10::DispatchKey::Python) ||
+        keys.has(c10::DispatchKey::Functionalize) || !tensor.device().is_cpu() ||
+        !tensor.is_contiguous()) {
+      return false;
+    }
+  }
+  if (first.scalar_type() != at::kFloat && first.scalar_type() != at::kDouble) {
+    return false;
+  }
+  for (const at::Tensor& tensor : tensors) {
+    if (tensor.sizes() != first.sizes() ||
+        tensor.scalar_type() != first.scalar_type()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Elementwise `body(tensors)` in cache-sized blocks: 2**17 elements a thread.
+template <typename Body>
+at::Tensor in_blocks(const Body& body, std::initializer_list<at::Tensor> tensors) {
+  const at::Tensor& first = *tensors.begin();
+  const int64_t block =
+      (int64_t{1} << 17) * std::max<int64_t>(2, at::get_num_threads());
+  const int64_t size = first.numel();
+  if (size <= block) {
+    return body(std::vector<at::Tensor>(tensors));
+  }
+  at::Tensor result = at::empty_like(first);
+  at::Tensor flat = result.view(-1);
+  for (int64_t start = 0; start < size; start += block) {
+    const int64_t end = std::min(start + block, size);
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& tensor : tensors) {
+      parts.push_back(tensor.view(-1).slice(0, start, end));
+    }
+    flat.slice(0, start, end).copy_(body(parts));
+  }
+  return result;
+}
+
+// at::mish(x) by torch's kernel, or by cheaper ATen operations where
+// cpu_form_applies (torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n /
+// (n + 2)).
+inline at::Tensor mish_cpu_form(const at::Tensor& x) {
+  if (!cpu_form_applies({x})) {
+    return at::mish(x);
+  }
+  return in_blocks(
+      [](const std::vector<at::Tensor>& block) {
+        const at::Tensor& x = block[0];
+        at::Tensor e = x.clamp_max(20.0).exp_();
+        at::Tensor n = (e + 2).mul_(e);
+        return (n * x).div_(n.add_(2));
+      },
+      {x});
+}
+
+// at::mish_backward(grad, x) by torch's kernel, or by cheaper ATen operations where
+// cpu_form_applies (torch's CPU mish kernels cost several exps; tanh(softplus(x)) = n /
+// (n + 2)).
+inline at::Tensor mish_backward_cpu_form(const at::Tensor& grad, const at::Tensor& x) {
+  if (!cpu_form_applies({grad, x})) {
+    return at::mish_backward(grad, x);
+  }
+  return in_blocks(
+      [](const std::vector<at::Tensor>& block) {
+        const at::Tensor& grad = block[0];
+        const at::Tensor& x = block[1];
+        at::Tensor c = x.clamp_max(20.0);
+        at::Tensor e = c.exp();
+        at::Tensor n = (e + 2).mul_(e);
+        at::Tensor q = n + 2;
+        at::Tensor slope = at::addcmul(n * q, e.sub_(n), c, -4);
+        return (grad * slope).div_(q.mul_(q));
+      },
+      {grad, x});
+}
+
 // Mish activation x * tanh(softplus(x)).
 struct Mish : public torch::autograd::Function<Mish> {
   // The forward's values: the outputs.
   static variable_list values(const at::Tensor& x) {
-    const at::Tensor y = at::mish(x);
+    const at::Tensor y = mish_cpu_form(x);
     return {y};
   }
 
@@ -63,7 +156,7 @@ struct Mish : public torch::autograd::Function<Mish> {
                ? (grad_y * (x * at::rsub(at::pow(at::tanh(at::softplus(x)), 2), 1) *
                                 at::sigmoid(x) +
                             at::tanh(at::softplus(x))))
-               : at::mish_backward(grad_y, x));
+               : mish_backward_cpu_form(grad_y, x));
     }
     return {reduce_to(grad_x, x.sizes())};
   }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from symgrad.backends.cpp.cpu_forms import CpuForm
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -35,6 +37,18 @@ class OutputPart:
 
     grad: str
     blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class CpuHelper:
+    """A helper that runs a cheaper ATen form of a slow CPU kernel (backends.cpp.cpu_forms)."""
+
+    name: str
+    # `const at::Tensor& x` or `const at::Tensor& grad, const at::Tensor& x`.
+    parameters: str
+    # The tensors it reads, `x` or `grad, x`.
+    arguments: str
+    form: CpuForm
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class FunctionContext:
     forward_values: str
     # The operator's kernel below autograd.
     forward_kernel: str
+    cpu_helpers: tuple[CpuHelper, ...]
     # The spec asks for `mode: fused`, which this target does not have yet.
     fused_requested: bool
 

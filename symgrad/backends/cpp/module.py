@@ -13,7 +13,14 @@ import textwrap
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
-from symgrad.backends.cpp.contexts import Block, FunctionContext, OutputPart, Parameter
+from symgrad.backends.cpp.contexts import (
+    Block,
+    CpuHelper,
+    FunctionContext,
+    OutputPart,
+    Parameter,
+)
+from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.text import escape_comment, formulas, header, summary
 from symgrad.frontend.model import Input, InputType
@@ -39,7 +46,8 @@ def function_context(
         role: namer.fresh(role)
         for role in ("reduce_to", "accumulate", "sum_to", "reduced_shape", "count")
     }
-    printer.helpers = {**printer.helpers, "sum_to": helpers["sum_to"]}
+    forms = {role: namer.fresh(f"{role}_cpu_form") for role in ("mish", "mish_backward")}
+    printer.helpers = {**printer.helpers, "sum_to": helpers["sum_to"], **forms}
     receiving = {g.input.name for part in derived.backward for g in part.gradients}
     tensor_inputs = [i for i in spec.inputs if i.is_tensor]
     need = {i.name: namer.fresh(f"need_{i.name}") for i in tensor_inputs if i.name in receiving}
@@ -116,6 +124,7 @@ def function_context(
         forward_values=namer.fresh("values"),
         forward_kernel=namer.fresh(f"{spec.module}_forward"),
         fused_requested=spec.mode == "fused",
+        cpu_helpers=tuple(_cpu_helpers(printer, forms)),
     )
 
 
@@ -133,6 +142,18 @@ def _comment_header(derived: Derived, version: str) -> list[str]:
     """symgrad's generated-file header as `//` comments."""
     lines = header(escape_comment(derived.spec.source), version)
     return ["// " + line.removeprefix("# ").removesuffix("  # noqa: E501") for line in lines]
+
+
+def _cpu_helpers(printer: AtenPrinter, names: dict[str, str]) -> list[CpuHelper]:
+    """The helpers for the CPU forms the printed code calls."""
+    found = []
+    for role, name in names.items():
+        form = cpu_form(role)
+        if role in printer.used_helpers and form is not None:
+            tensors = ("grad", "x") if role.endswith("_backward") else ("x",)
+            parameters = ", ".join(f"const at::Tensor& {t}" for t in tensors)
+            found.append(CpuHelper(name, parameters, ", ".join(tensors), form))
+    return found
 
 
 def _comment_text(text: str) -> str:

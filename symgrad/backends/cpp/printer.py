@@ -14,6 +14,7 @@ from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
+from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
 from symgrad.language import activations, functions, piecewise, pullbacks, reductions
 
@@ -145,6 +146,9 @@ class AtenPrinter(ArithmeticPrinter):
         # Positional: the parameters up to the last one that is not torch's default.
         while len(arguments) > 1 and _is_default(values, expr.parameters, len(arguments) - 2):
             arguments.pop()
+        if len(arguments) == 1 and cpu_form(expr.name) is not None:
+            self.used_helpers.add(expr.name)
+            return f"{self.helpers.get(expr.name, expr.name)}({arguments[0]})"
         return f"{call.function}({', '.join([*arguments, *call.options])})"
 
     def _print_Pullback(self, expr: pullbacks.Pullback) -> str:
@@ -154,6 +158,11 @@ class AtenPrinter(ArithmeticPrinter):
             return self._print(expr.expanded())
         kernel = KERNELS[expr.function]
         call = kernel.call.format(grad=self._print(expr.grad), point=self._print(expr.point))
+        role = f"{expr.function}_backward"
+        if cpu_form(role) is not None:
+            self.used_helpers.add(role)
+            arguments = f"{self._print(expr.grad)}, {self._print(expr.point)}"
+            call = f"{self.helpers.get(role, role)}({arguments})"
         if kernel.differentiable:
             return call
         return f"(at::GradMode::is_enabled() ? ({self._print(expr.expanded())}) : {call})"

@@ -113,6 +113,7 @@ def _test_context(derived: Derived, version: str) -> TestContext:
     conditions = condition_temporaries(derived)
     printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
     printer.fuse_products = False  # the reference is the formula as written
+    printer.forward_helpers = False
     context = tests.test_context(derived, printer, version)
     return dataclasses.replace(context, has_jvp=False, custom_op=None, fused=False)
 

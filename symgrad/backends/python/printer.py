@@ -28,6 +28,9 @@ class TorchPrinter(ArithmeticPrinter):
         super().__init__(*args, **kwargs)
         # Default names of the kernel helpers; a module's emitter renames them.
         self.helpers = {**self.helpers, **{role: f"_{role}" for role in HELPER_ROLES}}
+        # Call the module's CPU-form helpers for activations; off in the generated test,
+        # whose reference formula is plain torch and has no helpers.
+        self.forward_helpers = True
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
         lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
@@ -112,7 +115,7 @@ class TorchPrinter(ArithmeticPrinter):
                 arguments.append(f"{keyword}={self._print(value)}")
         if expr.torch_options:
             arguments.append(expr.torch_options)
-        if expr.name in FORWARD_FORMS and len(arguments) == 1:
+        if self.forward_helpers and expr.name in FORWARD_FORMS and len(arguments) == 1:
             self.used_helpers.add(expr.name)
             return f"{self.helpers[expr.name]}({arguments[0]})"
         return f"{expr.torch_function}({', '.join(arguments)})"

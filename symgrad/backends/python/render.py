@@ -40,6 +40,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
         context = module_context(derived, printer, version)
         test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
         test_printer.fuse_products = False  # the reference is the formula as written
+        test_printer.forward_helpers = False
         test_context = tests.test_context(derived, test_printer, version)
     except UnprintableError as error:
         # The forward printed (checked above): the trouble is in a derivative.
