@@ -8,8 +8,6 @@ under a guard declared up front (C++ scopes a variable to its braces).
 
 from __future__ import annotations
 
-import textwrap
-
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
@@ -23,6 +21,7 @@ from symgrad.backends.cpp.contexts import (
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.text import escape_comment, formulas, header, summary
+from symgrad.backends.statements import merge_blocks, saved_comment
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import reductions
 from symgrad.language.piecewise import is_condition
@@ -60,7 +59,7 @@ def function_context(
         _output_backward(p, printer, guard, grad, helpers, several) for p in derived.backward
     ]
     if not several and backward:
-        prelude = _merge_blocks(prelude + list(backward[0].blocks))
+        prelude = merge_blocks(prelude + list(backward[0].blocks))
         backward = [OutputPart(backward[0].grad, ())]
     parameters = tuple(_parameter(i, printer.doprint(i.symbol)) for i in spec.inputs)
     reads = _backward_reads(derived)
@@ -99,7 +98,7 @@ def function_context(
             for o in spec.outputs + derived.saved_values
             if not o.differentiable
         ),
-        saved_comment=_saved_comment(derived),
+        saved_comment=saved_comment(derived, width=80),
         saved_tensors=saved_tensors,
         saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors),
         saved_data=tuple(_saved_data(derived, printer, shapes, helpers)),
@@ -229,14 +228,6 @@ def _forward_statement(assignment: Assignment, derived: Derived, printer: AtenPr
     return f"{declared} = {name};"
 
 
-def _saved_comment(derived: Derived) -> tuple[str, ...]:
-    if not derived.saved_values:
-        return ()
-    names = ", ".join(o.name for o in derived.saved_values)
-    text = f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
-    return tuple(textwrap.wrap(text, width=80, break_on_hyphens=False))
-
-
 def _saved_data(
     derived: Derived, printer: AtenPrinter, shapes: dict[str, str], helpers: dict[str, str]
 ) -> list[tuple[str, str, str, str]]:
@@ -319,16 +310,6 @@ def _backward_reads(derived: Derived) -> set[sympy.Basic]:
     return set().union(*(e.free_symbols for e in exprs))
 
 
-def _merge_blocks(blocks: list[Block]) -> list[Block]:
-    merged: list[Block] = []
-    for block in blocks:
-        if merged and merged[-1].guard == block.guard:
-            merged[-1] = Block(block.guard, merged[-1].lines + block.lines)
-        else:
-            merged.append(block)
-    return merged
-
-
 def _block(block: GuardedBlock, printer: AtenPrinter, guard: _Guards) -> Block:
     return Block(guard(block.inputs), tuple(_statement(a, printer) for a in block.statements))
 
@@ -350,4 +331,4 @@ def _output_backward(
             term = f"{helpers['accumulate']}({target}, {term})"
         lines = tuple(_statement(a, printer) for a in gradient.statements)
         blocks.append(Block(guard([gradient.input]), (*lines, f"{target} = {term};")))
-    return OutputPart(printer.doprint(part.grad), tuple(_merge_blocks(blocks)))
+    return OutputPart(printer.doprint(part.grad), tuple(merge_blocks(blocks)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 
 import sympy
@@ -22,6 +21,7 @@ from symgrad.backends.python.contexts import (
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
+from symgrad.backends.statements import merge_blocks, saved_comment
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import activations, pullbacks, reductions
 
@@ -45,7 +45,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     backward = [_output_backward(p, printer, names, several) for p in derived.backward]
     if not several:
         # One output: its shared work can join the recomputation under the same guards.
-        prelude = _merge_blocks(prelude + list(backward[0].blocks))
+        prelude = merge_blocks(prelude + list(backward[0].blocks))
         backward = [OutputPart(backward[0].grad, ())]
     # Names are taken in this order (jvp, fused, custom op, the template's locals), so
     # that the generated code does not change from one version to the next.
@@ -78,7 +78,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         public_outputs=tuple(o.name for o in spec.outputs),
         residuals=tuple(o.name for o in derived.residuals + derived.saved_values),
         saved_values=tuple(o.name for o in derived.saved_values),
-        saved_comment=_saved_comment(derived),
+        saved_comment=saved_comment(derived, width=78),
         recompute=tuple(_statement(a, printer) for a in derived.recompute),
         shape_facts=shape_facts,
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
@@ -121,15 +121,6 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         local_function=local_function,
         local_body=local_body,
     )
-
-
-def _saved_comment(derived: Derived) -> tuple[str, ...]:
-    """Which forward values the backward reads saved, and why, wrapped for a comment."""
-    if not derived.saved_values:
-        return ()
-    names = ", ".join(o.name for o in derived.saved_values)
-    text = f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
-    return tuple(textwrap.wrap(text, width=78, break_on_hyphens=False))
 
 
 def _pullback_helpers(
@@ -183,17 +174,6 @@ def _has_reduction(shape: reductions.Shape | None) -> bool:
     if shape[0] == "broadcast":
         return any(_has_reduction(s) for s in shape[1])
     return True
-
-
-def _merge_blocks(blocks: list[Block]) -> list[Block]:
-    """Join neighbouring blocks that have the same guard."""
-    merged: list[Block] = []
-    for block in blocks:
-        if merged and merged[-1].guard == block.guard:
-            merged[-1] = Block(block.guard, merged[-1].lines + block.lines)
-        else:
-            merged.append(block)
-    return merged
 
 
 def _parameter(item: Input) -> str:
@@ -251,7 +231,7 @@ def _output_backward(
             term = f"{names.accumulate_helper}({target}, {term})"
         lines = tuple(_statement(a, printer) for a in gradient.statements)
         blocks.append(Block(names.guard([gradient.input]), (*lines, f"{target} = {term}")))
-    return OutputPart(part.grad.name, tuple(_merge_blocks(blocks)))
+    return OutputPart(part.grad.name, tuple(merge_blocks(blocks)))
 
 
 def custom_op_context(derived: Derived, namer: Namer) -> CustomOp:
