@@ -1,8 +1,8 @@
-"""What every backend asks of the IR: its statements in order, and the facts about them.
+"""What the backends share: the IR's statements in order and the facts about them.
 
 Which temporaries hold conditions (boolean tensors), which tensors have a reduced shape,
-and the reading-order names of symgrad's temporaries do not depend on the language
-printed, so the backends share them.
+the reading-order names of symgrad's temporaries, blocks merged under one guard and the
+comment naming saved values do not depend on the language printed.
 """
 
 from __future__ import annotations
