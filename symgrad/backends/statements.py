@@ -19,19 +19,33 @@ from symgrad.language import reductions
 from symgrad.language.piecewise import is_condition
 
 
-def all_statements(derived: Derived) -> list[Assignment]:
-    """Every statement of the module, in the order it defines them."""
-    statements = list(derived.forward) + list(derived.shape_facts)
-    for block in derived.prelude:
-        statements += block.statements
+def backward_statements(derived: Derived) -> list[Assignment]:
+    """The backward's statements (prelude, shared, per gradient), in the order it defines them."""
+    statements = [a for block in derived.prelude for a in block.statements]
     for part in derived.backward:
         for block in part.shared:
             statements += block.statements
         for gradient in part.gradients:
             statements += gradient.statements
+    return statements
+
+
+def all_statements(derived: Derived) -> list[Assignment]:
+    """Every statement of the module, in the order it defines them."""
+    statements = [*derived.forward, *derived.shape_facts, *backward_statements(derived)]
     if derived.jvp is not None:
         statements += derived.jvp.statements
     return statements
+
+
+def fact_shapes(derived: Derived) -> list[tuple[Assignment, reductions.Shape | None]]:
+    """Each shape fact with the shape tree of the value it measures."""
+    definitions = {a.target: a.expr for a in derived.forward}
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    return [
+        (fact, reductions.shape_of(fact.expr.args[0], definitions, tensors))
+        for fact in derived.shape_facts
+    ]
 
 
 def small_symbols(derived: Derived) -> frozenset[sympy.Basic]:

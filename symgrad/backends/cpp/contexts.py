@@ -9,7 +9,7 @@ from symgrad.backends.cpp.cpu_forms import CpuForm
 
 @dataclass(frozen=True)
 class Parameter:
-    """One argument of the Function, in C++, in the operator's schema and in Python."""
+    """One argument of the Function, in C++ and in the operator's schema."""
 
     name: str
     # `const at::Tensor& x`, `double beta`.
@@ -18,8 +18,6 @@ class Parameter:
     cpp_unread: str
     # `Tensor x`, `float beta` (the operator's schema).
     schema: str
-    # `x: torch.Tensor`, `beta: float = 1.0` (the Python loader).
-    python: str
     is_tensor: bool
 
 

@@ -21,7 +21,12 @@ from symgrad.backends.cpp.contexts import (
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.text import escape_comment, formulas, header, summary
-from symgrad.backends.statements import merge_blocks, saved_comment
+from symgrad.backends.statements import (
+    backward_statements,
+    fact_shapes,
+    merge_blocks,
+    saved_comment,
+)
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import reductions
 from symgrad.language.piecewise import is_condition
@@ -165,13 +170,14 @@ def _comment_text(text: str) -> str:
 def _parameter(item: Input, name: str) -> Parameter:
     """`item` as a C++ parameter named `name` (a C++ keyword is renamed), in the schema
     and in Python (under its own name)."""
-    cpp, schema, python, _ = _TYPES[item.type]
-    annotation = f"{item.name}: {python}"
-    if item.default is not None:
-        annotation += f" = {item.default!r}"
-    return Parameter(
-        name, f"{cpp} {name}", f"{cpp} /*{name}*/", f"{schema} {name}", annotation, item.is_tensor
-    )
+    cpp, schema, _, _ = _TYPES[item.type]
+    return Parameter(name, f"{cpp} {name}", f"{cpp} /*{name}*/", f"{schema} {name}", item.is_tensor)
+
+
+def python_parameter(item: Input) -> str:
+    """`item` as a parameter of the Python loader's functions: `beta: float = 1.0`."""
+    default = f" = {item.default!r}" if item.default is not None else ""
+    return f"{item.name}: {_TYPES[item.type][2]}{default}"
 
 
 def _schema(derived: Derived, parameters: tuple[Parameter, ...]) -> str:
@@ -240,10 +246,7 @@ def _saved_data(
         entries.append(
             (shapes[item.name], *_SHAPE, f"{printer.doprint(item.symbol)}.sizes().vec()")
         )
-    definitions = {a.target: a.expr for a in derived.forward}
-    tensors = {i.symbol for i in derived.spec.tensor_inputs}
-    for fact in derived.shape_facts:
-        shape = reductions.shape_of(fact.expr.args[0], definitions, tensors)
+    for fact, shape in fact_shapes(derived):
         code = _shape_code(shape, helpers)
         name = printer.doprint(fact.target)
         if isinstance(fact.expr, reductions.Count):
@@ -278,14 +281,7 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
 
 def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:
     """`at::Tensor a, b;` and the like for every value the backward assigns in a block."""
-    statements = list(derived.recompute)
-    for block in derived.prelude:
-        statements += block.statements
-    for part in derived.backward:
-        for block in part.shared:
-            statements += block.statements
-        for gradient in part.gradients:
-            statements += gradient.statements
+    statements = [*derived.recompute, *backward_statements(derived)]
     saved = set(derived.saved_tensors)
     by_type: dict[str, dict[str, None]] = {}
     for statement in statements:
@@ -302,11 +298,8 @@ def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:
 
 def _backward_reads(derived: Derived) -> set[sympy.Basic]:
     """Every symbol the backward's statements and gradients read."""
-    exprs = [a.expr for block in derived.prelude for a in block.statements]
-    for part in derived.backward:
-        exprs += [a.expr for block in part.shared for a in block.statements]
-        for gradient in part.gradients:
-            exprs += [gradient.expr, *(a.expr for a in gradient.statements)]
+    exprs = [a.expr for a in backward_statements(derived)]
+    exprs += [g.expr for part in derived.backward for g in part.gradients]
     return set().union(*(e.free_symbols for e in exprs))
 
 

@@ -25,7 +25,7 @@ from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.base import BackendUnavailableError, GeneratedFiles, UnprintableError
 from symgrad.backends.cpp import names
 from symgrad.backends.cpp.contexts import LoaderContext
-from symgrad.backends.cpp.module import function_context
+from symgrad.backends.cpp.module import function_context, python_parameter
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.contexts import TestContext, as_template_variables
@@ -78,11 +78,6 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
 
 def _loader_context(derived: Derived, namespace: str, version: str) -> LoaderContext:
     spec = derived.spec
-    parameters = []
-    for item in spec.inputs:
-        annotation = "torch.Tensor" if item.is_tensor else item.type.value
-        default = f" = {item.default!r}" if item.default is not None else ""
-        parameters.append(f"{item.name}: {annotation}{default}")
     count = len(spec.outputs)
     about = (
         f"The C++ target: {spec.module}.cpp holds the LibTorch Function and registers it as"
@@ -99,7 +94,7 @@ def _loader_context(derived: Derived, namespace: str, version: str) -> LoaderCon
         class_name=spec.name,
         function_name=spec.module,
         namespace=namespace,
-        parameters=tuple(parameters),
+        parameters=tuple(python_parameter(i) for i in spec.inputs),
         arguments=tuple(i.name for i in spec.inputs),
         return_annotation=(
             "torch.Tensor" if count == 1 else "tuple[" + ", ".join(["torch.Tensor"] * count) + "]"

@@ -21,7 +21,7 @@ from symgrad.backends.python.contexts import (
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
-from symgrad.backends.statements import merge_blocks, saved_comment
+from symgrad.backends.statements import fact_shapes, merge_blocks, saved_comment
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import activations, pullbacks, reductions
 
@@ -56,7 +56,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
-    facts = _fact_shapes(derived)
+    facts = fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
     pullback_helpers = _pullback_helpers(printer, names.helpers)
     forward_helpers = _forward_helpers(printer, names.helpers)
@@ -155,16 +155,6 @@ def _forward_helpers(
         for name, form in kernels.FORWARD_FORMS.items()
         if name in printer.used_helpers
     )
-
-
-def _fact_shapes(derived: Derived) -> list[tuple[Assignment, reductions.Shape | None]]:
-    """Each shape fact with the shape tree of the value it measures."""
-    definitions = {a.target: a.expr for a in derived.forward}
-    tensors = {i.symbol for i in derived.spec.tensor_inputs}
-    return [
-        (fact, reductions.shape_of(fact.expr.args[0], definitions, tensors))
-        for fact in derived.shape_facts
-    ]
 
 
 def _has_reduction(shape: reductions.Shape | None) -> bool:
