@@ -79,7 +79,7 @@ class ClampWithGrad(torch.autograd.Function):
         if need_x:
             grad_x = grad_y * torch.where(
                 ((lo <= x) & (x <= hi)),
-                torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                torch.tensor(1, dtype=x.dtype, device=x.device),
                 0.1,
             )
         return _reduce_to(grad_x, x.shape), None, None
@@ -95,9 +95,7 @@ class ClampWithGrad(torch.autograd.Function):
         return _expand_to(
             tangent_x
             * torch.where(
-                (_t0 & (lo <= x)),
-                torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
-                0.1,
+                (_t0 & (lo <= x)), torch.tensor(1, dtype=x.dtype, device=x.device), 0.1
             ),
             y_shape,
         )

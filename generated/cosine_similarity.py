@@ -186,7 +186,11 @@ class CosineSimilarity(torch.autograd.Function):
                         (sqrt1 == eps),
                         torch.tensor(
                             1 / 2,
-                            dtype=torch.result_type(sqrt1, 1 / 2),
+                            dtype=(
+                                sqrt1.dtype
+                                if sqrt1.is_floating_point()
+                                else torch.get_default_dtype()
+                            ),
                             device=sqrt1.device,
                         ),
                         1,
@@ -212,7 +216,11 @@ class CosineSimilarity(torch.autograd.Function):
                         (sqrt3 == eps),
                         torch.tensor(
                             1 / 2,
-                            dtype=torch.result_type(sqrt3, 1 / 2),
+                            dtype=(
+                                sqrt3.dtype
+                                if sqrt3.is_floating_point()
+                                else torch.get_default_dtype()
+                            ),
                             device=sqrt3.device,
                         ),
                         1,

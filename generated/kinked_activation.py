@@ -99,7 +99,16 @@ class KinkedActivation(torch.autograd.Function):
                 torch.tensor(
                     1 / 2,
                     dtype=torch.promote_types(
-                        torch.result_type(floor_, 1 / 2), torch.result_type(x, 1 / 2)
+                        (
+                            floor_.dtype
+                            if floor_.is_floating_point()
+                            else torch.get_default_dtype()
+                        ),
+                        (
+                            x.dtype
+                            if x.is_floating_point()
+                            else torch.get_default_dtype()
+                        ),
                     ),
                     device=floor_.device,
                 ),
@@ -121,7 +130,13 @@ class KinkedActivation(torch.autograd.Function):
                 torch.where(
                     (x == 0),
                     torch.tensor(
-                        1 / 2, dtype=torch.result_type(x, 1 / 2), device=x.device
+                        1 / 2,
+                        dtype=(
+                            x.dtype
+                            if x.is_floating_point()
+                            else torch.get_default_dtype()
+                        ),
+                        device=x.device,
                     ),
                     1,
                 ),

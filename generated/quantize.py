@@ -96,7 +96,7 @@ class Quantize(torch.autograd.Function):
                     grad_value
                     * torch.where(
                         ((-4 <= x) & (x <= 4)),
-                        torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                        torch.tensor(1, dtype=x.dtype, device=x.device),
                         0,
                     ),
                 )
@@ -113,7 +113,7 @@ class Quantize(torch.autograd.Function):
                 tangent_x
                 * torch.where(
                     ((-4 <= x) & (x <= 4)),
-                    torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                    torch.tensor(1, dtype=x.dtype, device=x.device),
                     0,
                 ),
                 value_shape,

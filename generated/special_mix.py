@@ -161,9 +161,7 @@ class SpecialMix(torch.autograd.Function):
                         ((p == 0) & (a <= 0)),
                         torch.tensor(
                             0,
-                            dtype=torch.promote_types(
-                                torch.result_type(a, 0), torch.result_type(p, 0)
-                            ),
+                            dtype=torch.promote_types(a.dtype, p.dtype),
                             device=a.device,
                         ),
                         1,
@@ -229,11 +227,7 @@ class SpecialMix(torch.autograd.Function):
                 torch.where(
                     ((p == 0) & (a <= 0)),
                     torch.tensor(
-                        0,
-                        dtype=torch.promote_types(
-                            torch.result_type(a, 0), torch.result_type(p, 0)
-                        ),
-                        device=a.device,
+                        0, dtype=torch.promote_types(a.dtype, p.dtype), device=a.device
                     ),
                     1,
                 ),

@@ -61,7 +61,7 @@ def reference(x, lo, hi) -> tuple[torch.Tensor, ...]:
         * (
             torch.where(
                 ((lo <= x) & (x <= hi)),
-                torch.tensor(1, dtype=torch.result_type(x, 1), device=x.device),
+                torch.tensor(1, dtype=x.dtype, device=x.device),
                 0.1,
             )
         ).detach()

@@ -67,7 +67,13 @@ def reference(x, target, delta) -> tuple[torch.Tensor, ...]:
                 * torch.where(
                     (~(torch.abs(d) < delta)),
                     torch.tensor(
-                        delta, dtype=torch.result_type(d, delta), device=d.device
+                        delta,
+                        dtype=(
+                            d.dtype
+                            if d.is_floating_point()
+                            else torch.get_default_dtype()
+                        ),
+                        device=d.device,
                     ),
                     1,
                 )
@@ -75,7 +81,13 @@ def reference(x, target, delta) -> tuple[torch.Tensor, ...]:
             )
             * torch.where(
                 (~(torch.abs(d) < delta)),
-                torch.tensor(delta, dtype=torch.result_type(d, delta), device=d.device),
+                torch.tensor(
+                    delta,
+                    dtype=(
+                        d.dtype if d.is_floating_point() else torch.get_default_dtype()
+                    ),
+                    device=d.device,
+                ),
                 1,
             ),
         )

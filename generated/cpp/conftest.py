@@ -1,12 +1,13 @@
 """Which generated C++ tests run: a few by default, all with SYMGRAD_CPP_TESTS=all.
 
 Importing a module builds its C++ (about 20 s on one core, most of it parsing LibTorch's
-headers; then cached by source hash), so the default run, CI's, tests three that cover
+headers; then cached by source hash), so the default run, CI's, tests four that cover
 the target's features: a plain elementwise Function with number inputs (soft_clamp),
-reductions with residual outputs and shape facts (layer_norm), and several outputs
-(logistic_moments). They are built together in one library, which parses the headers
-once; their loaders then find their operators registered and build nothing (the
-loader's own build is tested in tests/test_cpp_target.py). The slow mode builds and
+reductions with residual outputs and shape facts (layer_norm), several outputs
+(logistic_moments), and an in-place variant (leaky_relu). They are built together in
+one library, which parses the headers once; their loaders then find their operators
+registered and build nothing (the loader's own build is tested in
+tests/test_cpp_target.py). The slow mode builds and
 tests every module through its loader:
 
     SYMGRAD_CPP_TESTS=all python -m pytest generated/cpp -n 2
@@ -23,7 +24,7 @@ import torch
 import torch.utils.cpp_extension
 
 HERE = Path(__file__).parent
-SUBSET = frozenset({"soft_clamp", "layer_norm", "logistic_moments"})
+SUBSET = frozenset({"soft_clamp", "layer_norm", "logistic_moments", "leaky_relu"})
 EVERY = os.environ.get("SYMGRAD_CPP_TESTS") == "all"
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.ad import cheapen, forward_mode, fuse, guards, reuse, saving, stable
+from symgrad.ad import cheapen, forward_mode, fuse, guards, inplace, reuse, saving, stable
 from symgrad.ad.ir import (
     Assignment,
     BackwardPlan,
@@ -130,7 +130,7 @@ def derive(spec: Spec) -> Derived:
         plan = plan_backward(spec, kept, parts, namer, saved, reads)
         jvp = dataclasses.replace(jvp, outputs=jvp.outputs + (None,) * len(saved))
     numbers = {*plan.saved_numbers, *jvp.saved_numbers}
-    return Derived(
+    derived = Derived(
         spec=spec,
         forward=forward,
         saved_tensors=plan.saved_tensors,
@@ -150,6 +150,9 @@ def derive(spec: Spec) -> Derived:
         recompute=recompute,
         shape_facts=shape_facts,
     )
+    if spec.inplace is None:
+        return derived
+    return dataclasses.replace(derived, inplace=inplace.derive_inplace(derived))
 
 
 def _fit_to_inputs(

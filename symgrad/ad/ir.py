@@ -94,6 +94,9 @@ class Derived:
     shape_facts: tuple[Assignment, ...] = ()
     # The forward-mode derivative (the Function's jvp), scheduled like the backward.
     jvp: JvpPlan | None = None
+    # The in-place variant's derivation (Note [In-place variants] in symgrad.ad.inplace),
+    # when the spec asks for one.
+    inplace: Derived | None = None
 
     @property
     def outputs(self) -> tuple[Output, ...]:

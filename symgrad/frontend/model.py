@@ -152,6 +152,9 @@ class Spec:
     checks: Checks = Checks()
     # The backend the spec asks for; None: the caller's choice (`python` by default).
     target: Target | None = None
+    # Where the spec says `inplace: true`, asking also for the variant `<module>_` that
+    # overwrites its first tensor input (symgrad.ad.inplace); None: no such variant.
+    inplace: Location | None = None
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

@@ -37,6 +37,7 @@ TOP_KEYS = (
     "doc",
     "mode",
     "custom_op",
+    "inplace",
     "target",
     "inputs",
     "where",
@@ -78,6 +79,8 @@ def parse_spec(root: Node, source: str) -> Spec:
     mode = _mode(mode_node) if mode_node else "eager"
     custom_op_node = fields.optional("custom_op")
     custom_op = read.flag(custom_op_node, "custom_op") if custom_op_node else False
+    inplace_node = fields.optional("inplace")
+    inplace = read.flag(inplace_node, "inplace") if inplace_node else False
     target_node = fields.optional("target")
     target = _target(target_node) if target_node else None
     inputs = _parse_inputs(fields.require("inputs"), name)
@@ -104,6 +107,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         custom_op,
         checks,
         target,
+        inplace_node.location if inplace and inplace_node else None,
     )
 
 

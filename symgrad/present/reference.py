@@ -25,6 +25,9 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "with torch.compile",
         "custom_op": "`true` also registers the forward as the operator "
         "`symgrad::<module>` (torch.library.custom_op)",
+        "inplace": "`true` also writes `<module>_` and `<Name>_`, which overwrite the "
+        "first tensor input with the output and return it (mark_dirty); refused where "
+        "the backward would read the overwritten value",
         "target": "the backend that writes the files (`symgrad targets` lists them; "
         "default `python`; `symgrad gen --target` overrides it)",
         "inputs": "required; the forward's arguments in order: `name: type` or "

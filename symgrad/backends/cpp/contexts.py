@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symgrad.backends.cpp.cpu_forms import CpuForm
+from symgrad.backends.python.contexts import InplaceTest
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,14 @@ class FunctionContext:
     cpu_helpers: tuple[CpuHelper, ...]
     # The spec asks for `mode: fused`, which this target does not have yet.
     fused_requested: bool
+    # In the in-place variant's context, the parameter it overwrites (Note [In-place
+    # variants] in symgrad.ad.inplace): the template then writes only its struct and
+    # kernels. "" in the module's own context.
+    overwrites: str = ""
+    # In the module's context: the in-place variant's context and its code, which goes
+    # before the operator registrations (one TORCH_LIBRARY block holds both operators).
+    variant: FunctionContext | None = None
+    variant_code: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,3 +124,6 @@ class LoaderContext:
     arguments: tuple[str, ...]
     return_annotation: str
     doc: str
+    # The in-place variant's names, when the spec asks for one, and its docstring.
+    inplace: InplaceTest | None = None
+    inplace_doc: str = ""

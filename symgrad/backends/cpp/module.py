@@ -8,6 +8,8 @@ under a guard declared up front (C++ scopes a variable to its braces).
 
 from __future__ import annotations
 
+import dataclasses
+
 import sympy
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
@@ -129,6 +131,39 @@ def function_context(
         forward_kernel=namer.fresh(f"{spec.module}_forward"),
         fused_requested=spec.mode == "fused",
         cpu_helpers=tuple(_cpu_helpers(printer, forms)),
+    )
+
+
+def inplace_context(
+    derived: Derived, printer: AtenPrinter, namer: Namer, version: str
+) -> FunctionContext | None:
+    """The context of the in-place variant `<module>_` (Note [In-place variants]), if any.
+
+    Print it before the module's context, with the same printer and a copy of its namer,
+    so that both call the same helpers, which the module's part of the file defines.
+    """
+    if derived.inplace is None:
+        return None
+    spec = derived.spec
+    context = function_context(derived.inplace, printer, Namer(namer.taken), version)
+    overwritten = printer.doprint(spec.tensor_inputs[0].symbol)
+    parameters = tuple(
+        (
+            dataclasses.replace(p, schema=p.schema.replace("Tensor ", "Tensor(a!) ", 1))
+            if p.name == overwritten
+            else p
+        )
+        for p in context.parameters
+    )
+    function = f"{spec.module}_"
+    schema = ", ".join(p.schema for p in parameters)
+    return dataclasses.replace(
+        context,
+        class_name=f"{spec.name}_",
+        function_name=function,
+        parameters=parameters,
+        op_schema=f"{function}({schema}) -> Tensor(a!)",
+        overwrites=overwritten,
     )
 
 

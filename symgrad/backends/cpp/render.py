@@ -25,10 +25,10 @@ from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.base import BackendUnavailableError, GeneratedFiles, UnprintableError
 from symgrad.backends.cpp import names
 from symgrad.backends.cpp.contexts import LoaderContext
-from symgrad.backends.cpp.module import function_context, python_parameter
+from symgrad.backends.cpp.module import function_context, inplace_context, python_parameter
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python import test_context as tests
-from symgrad.backends.python.contexts import TestContext, as_template_variables
+from symgrad.backends.python.contexts import InplaceTest, TestContext, as_template_variables
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, header, summary
 from symgrad.backends.statements import condition_temporaries, small_symbols
@@ -52,15 +52,22 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     )
     printer.small_symbols = small_symbols(derived)
     try:
+        variant = inplace_context(derived, printer, namer, version)
         context = function_context(derived, printer, namer, version)
+        if variant is not None:
+            variant = dataclasses.replace(
+                variant, forward_kernel=namer.fresh(f"{variant.function_name}_forward")
+            )
+            code = _template("function.cpp.jinja").render(as_template_variables(variant))
+            context = dataclasses.replace(context, variant=variant, variant_code=code)
     except UnprintableError as error:
         outputs = ", ".join(o.name for o in spec.outputs)
         raise SpecError(
             spec.outputs[0].location, f"cannot generate C++ for {outputs}: {error}", "outputs"
         ) from None
     source = _template("function.cpp.jinja").render(as_template_variables(context))
-    loader = _loader_context(derived, context.namespace, version)
     test = _test_context(derived, version)
+    loader = _loader_context(derived, context.namespace, version, test.inplace)
     module = spec.module
     return GeneratedFiles(
         module,
@@ -76,7 +83,9 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     )
 
 
-def _loader_context(derived: Derived, namespace: str, version: str) -> LoaderContext:
+def _loader_context(
+    derived: Derived, namespace: str, version: str, inplace: InplaceTest | None
+) -> LoaderContext:
     spec = derived.spec
     count = len(spec.outputs)
     about = (
@@ -100,6 +109,16 @@ def _loader_context(derived: Derived, namespace: str, version: str) -> LoaderCon
             "torch.Tensor" if count == 1 else "tuple[" + ", ".join(["torch.Tensor"] * count) + "]"
         ),
         doc=docstring(spec.doc or summary(spec), indent=4),
+        inplace=inplace,
+        inplace_doc=(
+            docstring(
+                f"`{spec.module}` in place: overwrites `{inplace.overwrites}` with the result"
+                " and returns it (the backward reads the result, not the old value).",
+                indent=4,
+            )
+            if inplace
+            else ""
+        ),
     )
 
 

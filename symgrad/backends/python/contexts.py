@@ -162,6 +162,14 @@ class ModuleContext:
     # The template's own locals, named so that no spec name can shadow them.
     local_function: str
     local_body: str
+    # In the in-place variant's context, the input it overwrites (Note [In-place
+    # variants] in symgrad.ad.inplace): the template then writes only its class and
+    # function, which follow the module's. "" in the module's own context.
+    overwrites: str = ""
+    # In the in-place variant's context, the module's function it calls under torch.compile.
+    out_of_place: str = ""
+    # The in-place variant's class and function, which the module exports too.
+    variant_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,3 +215,16 @@ class TestContext:
     low_precision: tuple[str, ...]
     tolerances: str
     points: int
+    # The in-place variant, when the spec asks for one.
+    inplace: InplaceTest | None = None
+
+
+@dataclass(frozen=True)
+class InplaceTest:
+    """What the test of an in-place variant names (Note [In-place variants])."""
+
+    class_name: str
+    function_name: str
+    # The overwritten input and its position among the inputs.
+    overwrites: str
+    index: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import sympy
@@ -120,6 +121,31 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         accumulate_helper=names.accumulate_helper,
         local_function=local_function,
         local_body=local_body,
+    )
+
+
+def inplace_context(derived: Derived, printer: TorchPrinter, version: str) -> ModuleContext | None:
+    """The context of the in-place variant `<module>_` (Note [In-place variants]), if any.
+
+    Print it before the module's context with the same printer, so that the module
+    defines every helper the variant calls.
+    """
+    if derived.inplace is None:
+        return None
+    spec = derived.spec
+    overwritten = spec.tensor_inputs[0].name
+    context = module_context(derived.inplace, printer, version)
+    doc = (
+        f"`{spec.module}` in place: overwrites `{overwritten}` with the result and "
+        "returns it (the backward reads the result, not the old value)."
+    )
+    return dataclasses.replace(
+        context,
+        class_name=f"{spec.name}_",
+        function_name=f"{spec.module}_",
+        doc=docstring(doc, indent=4),
+        overwrites=overwritten,
+        out_of_place=spec.module,
     )
 
 

@@ -62,10 +62,18 @@ class TorchPrinter(ArithmeticPrinter):
         elif not (self.is_tensor(a) or self.is_tensor(b)):
             # torch.where of two numbers would take the default dtype: `a` becomes a 0-d
             # tensor of the dtype torch promotes the compared tensors and the number to
-            # (8.5 beside an integer tensor stays 8.5), on their device.
+            # (8.5 beside an integer tensor stays 8.5), on their device. That dtype is
+            # spelled from `.dtype`, which torch.compile traces (torch.result_type not).
             a_text = self._print(a)
             names = [self._print(t) for t in self._numeric_tensors(cond)]
-            dtypes = [f"torch.result_type({name}, {a_text})" for name in names]
+            dtypes = [
+                (
+                    f"{name}.dtype"
+                    if a.is_integer
+                    else f"({name}.dtype if {name}.is_floating_point() else torch.get_default_dtype())"
+                )
+                for name in names
+            ]
             dtype = dtypes[0]
             for other in dtypes[1:]:
                 dtype = f"torch.promote_types({dtype}, {other})"

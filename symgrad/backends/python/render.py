@@ -8,6 +8,7 @@ output is stable.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 from pathlib import Path
@@ -20,7 +21,7 @@ from symgrad.ad.ir import Derived
 from symgrad.backends.base import GeneratedFiles, UnprintableError
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.contexts import as_template_variables
-from symgrad.backends.python.module_context import module_context
+from symgrad.backends.python.module_context import inplace_context, module_context
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.statements import condition_temporaries, small_symbols, temporary_names
 from symgrad.errors import SpecError
@@ -37,7 +38,12 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     printer.small_symbols = small_symbols(derived)
     _check_printable(derived)
     try:
+        variant = inplace_context(derived, printer, version)
         context = module_context(derived, printer, version)
+        if variant is not None:
+            context = dataclasses.replace(
+                context, variant_names=(variant.class_name, variant.function_name)
+            )
         test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
         test_printer.fuse_products = False  # the reference is the formula as written
         test_printer.forward_helpers = False
@@ -50,7 +56,10 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
             f"cannot generate the backward of {outputs}: {error}",
             "outputs",
         ) from None
-    module = _format(_template("function.py.jinja").render(as_template_variables(context)))
+    module = _template("function.py.jinja").render(as_template_variables(context))
+    if variant is not None:
+        module += _template("function.py.jinja").render(as_template_variables(variant))
+    module = _format(module)
     test = _format(_template("test_function.py.jinja").render(as_template_variables(test_context)))
     return GeneratedFiles(
         spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}

@@ -10,7 +10,7 @@ from sympy.core.relational import Relational
 
 from symgrad.ad import guards
 from symgrad.ad.ir import Derived, Namer
-from symgrad.backends.python.contexts import Sample, TestContext
+from symgrad.backends.python.contexts import InplaceTest, Sample, TestContext
 from symgrad.backends.python.module_context import custom_op_context, has_jvp
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, escape_comment, header
@@ -149,6 +149,18 @@ def test_context(derived: Derived, printer: TorchPrinter, version: str) -> TestC
         low_precision=tuple(_low_precision(spec)),
         tolerances=_tolerances(spec),
         points=spec.checks.points,
+        inplace=_inplace_test(derived),
+    )
+
+
+def _inplace_test(derived: Derived) -> InplaceTest | None:
+    """What the test of the in-place variant `<module>_` names, if the spec asks for one."""
+    if derived.inplace is None:
+        return None
+    spec = derived.spec
+    overwritten = spec.tensor_inputs[0]
+    return InplaceTest(
+        f"{spec.name}_", f"{spec.module}_", overwritten.name, spec.inputs.index(overwritten)
     )
 
 
