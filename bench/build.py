@@ -52,11 +52,30 @@ def generate_case(spec_path: Path, workdir: Path, suffix: str = "") -> Generated
     return Generated(getattr(module, stem), source, seconds, count_ops(source))
 
 
-def generate_fused(spec_path: Path, workdir: Path) -> Generated | None:
-    """The spec's Function in symgrad's fused mode, or None where symgrad refuses it."""
+def _with_fused_mode(spec_path: Path, workdir: Path) -> Path:
+    """A copy of the spec in `workdir` that asks for fused mode (Note [fused hook])."""
     fused_spec = workdir / f"{spec_path.stem}_fused.yaml"
     text = spec_path.read_text(encoding="utf-8").rstrip("\n")
     fused_spec.write_text(f"{text}\n{FUSED_SPEC_LINE}\n", encoding="utf-8")
+    return fused_spec
+
+
+def _renamed(spec_path: Path) -> Path:
+    """The spec with `Fused` appended to its name (and `_fused` to a module it names): its
+    C++ operator then has a namespace of its own beside the eager-mode build's."""
+    lines = spec_path.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines):
+        if line.startswith("name: "):
+            lines[n] = line.rstrip() + "Fused"
+        elif line.startswith("module: "):
+            lines[n] = line.rstrip() + "_fused"
+    spec_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return spec_path
+
+
+def generate_fused(spec_path: Path, workdir: Path) -> Generated | None:
+    """The spec's Function in symgrad's fused mode, or None where symgrad refuses it."""
+    fused_spec = _with_fused_mode(spec_path, workdir)
     try:
         return generate_case(fused_spec, workdir, suffix="_fused")
     except UnsupportedSpecError:
@@ -73,23 +92,28 @@ class BuiltCpp:
     build_seconds: float
 
 
-def generate_cpp(spec_path: Path, workdir: Path) -> BuiltCpp | None:
+def generate_cpp(spec_path: Path, workdir: Path, fused: bool = False) -> BuiltCpp | None:
     """The spec's C++ Function (symgrad gen --target cpp), built and loaded, or None where
-    symgrad refuses it. The build goes to a cache folder in `workdir`."""
+    symgrad refuses it. With `fused`, in fused mode (its CPU loops), and None where the
+    spec has none. The build goes to a cache folder in `workdir`."""
     start = time.perf_counter()
+    if fused:
+        spec_path = _renamed(_with_fused_mode(spec_path, workdir))
     try:
         files = symgrad.generate(symgrad.load_spec(spec_path), "cpp")
     except symgrad.SpecError:
         return None
+    if fused and not any("forward_loop" in text for text in files.values()):
+        return None
     generated = time.perf_counter()
-    folder = workdir / "cpp"
+    folder = workdir / ("cpp_fused" if fused else "cpp")
     folder.mkdir(exist_ok=True)
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     loader = next(n for n in files if n.endswith(".py") and not n.startswith("test_"))
     stem = loader.removesuffix(".py")
     os.environ.setdefault("SYMGRAD_CPP_CACHE", str(workdir / "cpp_cache"))
-    module = import_source(f"bench_cpp_{stem}", files[loader], folder)
+    module = import_source(f"bench_cpp{'_fused' if fused else ''}_{stem}", files[loader], folder)
     built = time.perf_counter()
     return BuiltCpp(getattr(module, stem), generated - start, built - generated)
 

@@ -29,6 +29,8 @@ DEFINITIONS = """\
   (`bench/build.py`, Note [fused hook]). **compile**: torch.compile of the plain formula.
   **builtin**: torch's own function, where it has one. **cpp**: the C++ target's Function
   (`symgrad gen --target cpp`, ATen operations), built at run time; only with `--cpp`.
+  **cpp_fused**: the same in fused mode (`mode: fused`): on CPU, forward and backward
+  each one vectorised loop over the data; only with `--cpp`, for elementwise cases.
 - **Ratios** of times are paired: the median over rounds of an alternative's time over
   eager's (or torch.compile's) in the same round, so that load from other processes,
   which changes between rounds, cancels. **noise** is the largest interquartile range

@@ -34,7 +34,7 @@ from bench.primitives import PrimitiveCost
 from bench.scaling import ScalingRow
 
 # The columns of every table, in order; "eager" is autograd of the plain formula.
-ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin", "cpp")
+ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin", "cpp", "cpp_fused")
 # The alternatives that run through torch.compile (fused while it is a placeholder).
 COMPILED = ("fused", "compile")
 
@@ -144,6 +144,10 @@ def _run_case(case: Case, settings: Settings, workdir: Path) -> list[Row]:
         if built is not None:
             _progress(f"{case.name}: C++ built in {built.build_seconds:.1f} s")
             functions["cpp"] = functools.partial(built.function, **case.numbers)
+        built = generate_cpp(case.spec_path, workdir, fused=True)
+        if built is not None:
+            _progress(f"{case.name}: fused C++ built in {built.build_seconds:.1f} s")
+            functions["cpp_fused"] = functools.partial(built.function, **case.numbers)
     rows = []
     for elements in settings.sizes:
         _progress(f"{case.name}: {elements:,} elements")

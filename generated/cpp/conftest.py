@@ -4,7 +4,8 @@ Importing a module builds its C++ (about 20 s on one core, most of it parsing Li
 headers; then cached by source hash), so the default run, CI's, tests four that cover
 the target's features: a plain elementwise Function with number inputs (soft_clamp),
 reductions with residual outputs and shape facts (layer_norm), several outputs
-(logistic_moments), and an in-place variant (leaky_relu). They are built together in
+(logistic_moments), an in-place variant (leaky_relu), and fused CPU loops
+(mish_fused, built as its loader builds it). They are built together in
 one library, which parses the headers once; their loaders then find their operators
 registered and build nothing (the loader's own build is tested in
 tests/test_cpp_target.py). The slow mode builds and
@@ -24,7 +25,9 @@ import torch
 import torch.utils.cpp_extension
 
 HERE = Path(__file__).parent
-SUBSET = frozenset({"soft_clamp", "layer_norm", "logistic_moments", "leaky_relu"})
+SUBSET = frozenset(
+    {"soft_clamp", "layer_norm", "logistic_moments", "leaky_relu", "mish_fused"}
+)
 EVERY = os.environ.get("SYMGRAD_CPP_TESTS") == "all"
 
 
@@ -39,8 +42,10 @@ def _build_together(modules: tuple[str, ...]) -> None:
     """Build `modules` as one library and load it (their operators get registered)."""
     sources = [HERE / f"{module}.cpp" for module in modules]
     text = "".join(f'#include "{source}"\n' for source in sources)
+    flags = _compile_flags()
     key = hashlib.sha256(
-        b"".join(s.read_bytes() for s in sources) + torch.__version__.encode()
+        b"".join(s.read_bytes() for s in sources)
+        + (torch.__version__ + " ".join(flags)).encode()
     ).hexdigest()[:16]
     cache = os.environ.get("SYMGRAD_CPP_CACHE")
     root = Path(cache) if cache else Path.home() / ".cache" / "symgrad" / "cpp"
@@ -53,8 +58,17 @@ def _build_together(modules: tuple[str, ...]) -> None:
         name=f"symgrad_generated_subset_{key}",
         sources=[str(bundle)],
         build_directory=str(directory),
+        extra_cflags=flags,
         is_python_module=False,
     )
+
+
+def _compile_flags() -> list[str]:
+    """The flags a fused module's loader builds with (its vector units, optimised)."""
+    flags = ["-O3"]
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    return flags
 
 
 def _has_ninja() -> bool:

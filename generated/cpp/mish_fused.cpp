@@ -9,7 +9,9 @@
 // Derivatives:
 //     dy/dx = x*(1 - tanh(softplus(x))**2)*sigmoid(x) + tanh(softplus(x))
 //
-// mode: fused: this target has no fused loops yet; the Function runs ATen operations.
+// mode: fused: on CPU, the forward and the backward each run as one vectorised loop
+// over the data (forward_loop, backward_loop); elsewhere, and for double backward, ATen
+// operations.
 //
 // The operator symgrad_mish_fused::mish_fused runs the Function MishFused; from C++,
 // call symgrad_mish_fused::mish_fused(...) or
@@ -18,6 +20,9 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -133,26 +138,259 @@ inline at::Tensor mish_backward_cpu_form(const at::Tensor& grad, const at::Tenso
       {grad, x});
 }
 
+// Whether the fused loops may run on `tensors`: defined CPU tensors of one floating
+// dtype, not torch.compile's fake, functional or symbolic-shape tensors.
+inline bool fused_loops_apply(std::initializer_list<at::Tensor> tensors) {
+  const at::ScalarType dtype = tensors.begin()->scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble && dtype != at::kHalf &&
+      dtype != at::kBFloat16) {
+    return false;
+  }
+  for (const at::Tensor& tensor : tensors) {
+    if (!tensor.defined() || tensor.scalar_type() != dtype ||
+        !tensor.device().is_cpu()) {
+      return false;
+    }
+    const c10::DispatchKeySet keys = tensor.key_set();
+    if (tensor.unsafeGetTensorImpl()->has_symbolic_sizes_strides() ||
+        keys.has(c10::DispatchKey::Python) ||
+        keys.has(c10::DispatchKey::Functionalize)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Tensors made ready for a fused loop: broadcast to one shape, contiguous, in the dtype
+// the loop computes in (float for half and bfloat16).
+struct FusedFrame {
+  explicit FusedFrame(std::initializer_list<at::Tensor> tensors) {
+    dtype = tensors.begin()->scalar_type();
+    compute = (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
+    for (const at::Tensor& tensor : tensors) {
+      shape = at::infer_size(shape, tensor.sizes());
+    }
+    for (const at::Tensor& tensor : tensors) {
+      inputs.push_back(tensor.expand(shape).to(compute).contiguous());
+    }
+    size = c10::multiply_integers(shape);
+  }
+
+  template <typename T>
+  const T* data(size_t index) const {
+    return inputs[index].const_data_ptr<T>();
+  }
+
+  // A result of the frame's shape, in the compute dtype.
+  at::Tensor empty() const {
+    return at::empty(shape, inputs[0].options().dtype(compute));
+  }
+
+  // A result in the inputs' dtype (undefined stays undefined).
+  at::Tensor result(const at::Tensor& tensor) const {
+    return tensor.defined() ? tensor.to(dtype) : tensor;
+  }
+
+  std::vector<int64_t> shape;
+  at::ScalarType dtype;
+  at::ScalarType compute;
+  std::vector<at::Tensor> inputs;
+  int64_t size = 0;
+};
+
+// `count` consecutive elements from `data` (a whole vector but at the end).
+template <typename Vec>
+inline Vec fused_load(const typename Vec::value_type* data, int64_t count) {
+  return count == Vec::size() ? Vec::loadu(data) : Vec::loadu(data, count);
+}
+
+// Store `count` elements of `value` at `data`, unless `data` is null (not wanted).
+template <typename Vec>
+inline void fused_store(const Vec& value, typename Vec::value_type* data,
+                        int64_t count) {
+  if (data == nullptr) {
+    return;
+  } else if (count == Vec::size()) {
+    value.store(data);
+  } else {
+    value.store(data, count);
+  }
+}
+
+// Functions the loops call that Vectorized has no method for.
+template <typename Vec>
+inline Vec vec_sigmoid(const Vec& x) {
+  return (Vec(1) + x.neg().exp()).reciprocal();
+}
+
+template <typename Vec>
+inline Vec vec_softplus(const Vec& x) {
+  return at::vec::maximum(x, Vec(0)) + x.abs().neg().exp().log1p();
+}
+
+template <typename Vec>
+inline Vec vec_log_sigmoid(const Vec& x) {
+  return at::vec::minimum(x, Vec(0)) - x.abs().neg().exp().log1p();
+}
+
+template <typename Vec>
+inline Vec vec_sign(const Vec& x) {
+  const Vec signs =
+      Vec::blendv(Vec(0), Vec(1), x > Vec(0)) - Vec::blendv(Vec(0), Vec(1), x < Vec(0));
+  return Vec::blendv(signs, x, x.isnan());
+}
+
+// x**n for n > 0, by squaring (Vectorized's pow is exp(n log x), slow and inexact).
+template <typename Vec>
+inline Vec vec_ipow(Vec x, int n) {
+  Vec result(1);
+  for (; n > 0; n >>= 1) {
+    if (n & 1) {
+      result = result * x;
+    }
+    x = x * x;
+  }
+  return result;
+}
+
+// log1p(t) for t in [0, 1] (softplus's exp(-|u|)): 2 atanh(t / (2 + t)) by its series
+// in w = (t / (2 + t))**2 <= 1/9, to the dtype's precision, without a log call.
+template <typename Vec>
+inline Vec vec_log1p_unit(const Vec& t) {
+  using Scalar = typename Vec::value_type;
+  constexpr int terms = sizeof(Scalar) == 4 ? 9 : 18;
+  const Vec z = t / (Vec(2) + t);
+  const Vec w = z * z;
+  Vec series(Scalar(1) / Scalar(2 * terms - 1));
+  for (int k = terms - 2; k >= 0; --k) {
+    series = series * w + Vec(Scalar(1) / Scalar(2 * k + 1));
+  }
+  return Vec(2) * z * series;
+}
+
+template <typename Vec>
+inline Vec vec_not(const Vec& mask) {
+  return mask ^ (Vec(0) == Vec(0));
+}
+
 // Mish, x * tanh(softplus(x)), with forward and backward compiled.
 struct MishFused : public torch::autograd::Function<MishFused> {
+  // The forward as one loop over the data.
+  template <typename scalar_t>
+  static void forward_loop(int64_t size, const scalar_t* x_data, scalar_t* y_data,
+                           scalar_t* saved0_data) {
+    using Vec = at::vec::Vectorized<scalar_t>;
+    at::parallel_for(
+        0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; i += Vec::size()) {
+            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
+            const Vec x = fused_load<Vec>(x_data + i, count);
+            const Vec _t1 = x.abs().neg().exp();
+            const Vec _t2 = (_t1 * _t1);
+            const Vec _t3 = (Vec(static_cast<scalar_t>(2.0)) * _t1);
+            const Vec _t4 = (_t3 + Vec(static_cast<scalar_t>(1.0)));
+            fused_store<Vec>(
+                (x *
+                 Vec::blendv((_t1 * (_t1 + Vec(static_cast<scalar_t>(2.0))) /
+                              (_t2 + _t3 + Vec(static_cast<scalar_t>(2.0)))),
+                             (_t4 / ((Vec(static_cast<scalar_t>(2.0)) * _t2) + _t4)),
+                             (x >= Vec(static_cast<scalar_t>(0.0))))),
+                y_data == nullptr ? nullptr : y_data + i, count);
+            fused_store<Vec>(_t1, saved0_data == nullptr ? nullptr : saved0_data + i,
+                             count);
+          }
+        });
+  }
+
+  // The backward as one loop over the data.
+  template <typename scalar_t>
+  static void backward_loop(int64_t size, const scalar_t* grad_y_data,
+                            const scalar_t* x_data, const scalar_t* saved0_data,
+                            scalar_t* grad_x_data) {
+    using Vec = at::vec::Vectorized<scalar_t>;
+    at::parallel_for(
+        0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; i += Vec::size()) {
+            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
+            const Vec grad_y = fused_load<Vec>(grad_y_data + i, count);
+            const Vec x = fused_load<Vec>(x_data + i, count);
+            const Vec saved0 = fused_load<Vec>(saved0_data + i, count);
+            const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
+            const Vec _t6 = (saved0 * saved0);
+            const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
+            const Vec _t8 = (_t7 + Vec(static_cast<scalar_t>(1.0)));
+            const Vec _t9 = Vec::blendv(
+                (saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
+                 (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
+                (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
+            fused_store<Vec>(
+                (grad_y *
+                 (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
+                         Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
+                         (saved0 + Vec(static_cast<scalar_t>(1.0)))))),
+                grad_x_data == nullptr ? nullptr : grad_x_data + i, count);
+          }
+        });
+  }
+
+  // The forward's values by forward_loop.
+  static variable_list fused_values(const at::Tensor& x) {
+    const FusedFrame frame({x});
+    const variable_list outputs = {frame.empty(), frame.empty()};
+    AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
+      forward_loop<scalar_t>(frame.size, frame.data<scalar_t>(0),
+                             outputs[0].mutable_data_ptr<scalar_t>(),
+                             outputs[1].mutable_data_ptr<scalar_t>());
+    });
+    return {frame.result(outputs[0]), frame.result(outputs[1])};
+  }
+
+  // The gradients by backward_loop, in the broadcast shape; undefined where not needed.
+  static variable_list fused_gradients(const at::Tensor& grad_y, const at::Tensor& x,
+                                       const at::Tensor& saved0, bool need_x) {
+    const FusedFrame frame({grad_y, x, saved0});
+    const variable_list gradients = {need_x ? frame.empty() : at::Tensor()};
+    AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
+      backward_loop<scalar_t>(
+          frame.size, frame.data<scalar_t>(0), frame.data<scalar_t>(1),
+          frame.data<scalar_t>(2),
+          gradients[0].defined() ? gradients[0].mutable_data_ptr<scalar_t>() : nullptr);
+    });
+    return {frame.result(gradients[0])};
+  }
+
   // The forward's values: the outputs.
   static variable_list values(const at::Tensor& x) {
+    if (fused_loops_apply({x})) {
+      return fused_values(x);
+    }
     const at::Tensor y = mish_cpu_form(x);
     return {y};
   }
 
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
     variable_list outputs = values(x);
-    ctx->save_for_backward({x});
+    // What the fused backward reads besides the outputs: undefined where the forward
+    // ran ATen operations (then the backward does too).
+    outputs.resize(2);
+    const variable_list fused_saved(outputs.begin() + 1, outputs.end());
+    outputs.resize(1);
+    ctx->save_for_backward({x, fused_saved[0]});
     return outputs;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
+    at::Tensor saved0 = saved[1];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
+    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, x, saved0})) {
+      const variable_list fused = fused_gradients(grad_y, x, saved0, need_x);
+      grad_x = fused[0];
+      return {reduce_to(grad_x, x.sizes())};
+    }
     if (need_x) {
       grad_x =
           (at::GradMode::is_enabled()

@@ -26,13 +26,25 @@ __all__ = ["MishFused", "mish_fused"]
 _SOURCE = Path(__file__).with_name("mish_fused.cpp")
 
 
+def _compile_flags() -> list[str]:
+    """-O3, and the vector units torch itself uses here (AVX2, or none)."""
+    flags = ["-O3"]
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    return flags
+
+
+_FLAGS = _compile_flags()
+
+
 def _build_directory(source: bytes) -> Path:
     """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
-    key = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:16]
+    salt = (torch.__version__ + " ".join(_FLAGS)).encode()
+    key = hashlib.sha256(source + salt).hexdigest()[:16]
     directory = Path(root) / f"mish_fused_{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -57,6 +69,7 @@ def _load() -> Any:
             name="symgrad_mish_fused",
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
+            extra_cflags=_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_mish_fused.mish_fused

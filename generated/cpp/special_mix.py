@@ -27,13 +27,17 @@ __all__ = ["SpecialMix", "special_mix"]
 _SOURCE = Path(__file__).with_name("special_mix.cpp")
 
 
+_FLAGS: list[str] = []
+
+
 def _build_directory(source: bytes) -> Path:
     """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
-    key = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:16]
+    salt = (torch.__version__ + " ".join(_FLAGS)).encode()
+    key = hashlib.sha256(source + salt).hexdigest()[:16]
     directory = Path(root) / f"special_mix_{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -58,6 +62,7 @@ def _load() -> Any:
             name="symgrad_special_mix",
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
+            extra_cflags=_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_special_mix.special_mix

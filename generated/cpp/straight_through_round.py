@@ -27,13 +27,17 @@ __all__ = ["StraightThroughRound", "straight_through_round"]
 _SOURCE = Path(__file__).with_name("straight_through_round.cpp")
 
 
+_FLAGS: list[str] = []
+
+
 def _build_directory(source: bytes) -> Path:
     """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
-    key = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:16]
+    salt = (torch.__version__ + " ".join(_FLAGS)).encode()
+    key = hashlib.sha256(source + salt).hexdigest()[:16]
     directory = Path(root) / f"straight_through_round_{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -58,6 +62,7 @@ def _load() -> Any:
             name="symgrad_straight_through_round",
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
+            extra_cflags=_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_straight_through_round.straight_through_round

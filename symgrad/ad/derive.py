@@ -122,7 +122,13 @@ def derive(spec: Spec) -> Derived:
     recomputed = [a for a in intermediates if a.target not in residuals]
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     plan = plan_backward(spec, recomputed, parts, namer)
-    saved = saving.saved_values(spec, forward, recomputed, plan, tensors)
+    # A fused backward recomputes forward values in registers: saving them would only
+    # add memory traffic (Note [Saved values] in symgrad.ad.saving).
+    saved = (
+        saving.saved_values(spec, forward, recomputed, plan, tensors)
+        if spec.mode != "fused"
+        else ()
+    )
     recompute = saving.recompute_statements(saved, recomputed)
     if saved:
         kept = [a for a in recomputed if a.target not in saved]

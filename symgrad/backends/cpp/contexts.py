@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symgrad.backends.cpp.cpu_forms import CpuForm
+from symgrad.backends.cpp.fused import FusedLoops
 from symgrad.backends.python.contexts import InplaceTest
 
 
@@ -96,8 +97,11 @@ class FunctionContext:
     # The operator's kernel below autograd.
     forward_kernel: str
     cpu_helpers: tuple[CpuHelper, ...]
-    # The spec asks for `mode: fused`, which this target does not have yet.
+    # The spec asks for `mode: fused`.
     fused_requested: bool
+    # Its fused CPU loops (Note [Fused loops] in symgrad.backends.cpp.fused); None where
+    # the spec is not elementwise, or not in fused mode.
+    fused: FusedLoops | None = None
     # In the in-place variant's context, the parameter it overwrites (Note [In-place
     # variants] in symgrad.ad.inplace): the template then writes only its struct and
     # kernels. "" in the module's own context.
@@ -127,3 +131,5 @@ class LoaderContext:
     # The in-place variant's names, when the spec asks for one, and its docstring.
     inplace: InplaceTest | None = None
     inplace_doc: str = ""
+    # The C++ has fused loops: build it with optimisation and the CPU's vector units.
+    fused: bool = False

@@ -21,6 +21,7 @@ from symgrad.backends.cpp.contexts import (
     Parameter,
 )
 from symgrad.backends.cpp.cpu_forms import cpu_form
+from symgrad.backends.cpp.fused import fused_loops
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.text import escape_comment, formulas, header, summary
 from symgrad.backends.statements import (
@@ -75,6 +76,7 @@ def function_context(
         f"outputs[{output_index[s]}]" if s in output_index else printer.doprint(s)
         for s in derived.saved_tensors
     )
+    fused = fused_loops(derived, printer.renames, grad, need)
     returns = []
     saved_names = {s.name for s in derived.saved_tensors}
     for item in spec.inputs:
@@ -106,8 +108,10 @@ def function_context(
             if not o.differentiable
         ),
         saved_comment=saved_comment(derived, width=80),
-        saved_tensors=saved_tensors,
-        saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors),
+        saved_tensors=saved_tensors
+        + tuple(f"fused_saved[{n}]" for n in range(len(fused.saved) if fused else 0)),
+        saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors)
+        + (fused.saved if fused else ()),
         saved_data=tuple(_saved_data(derived, printer, shapes, helpers)),
         several_outputs=several,
         several_returned=len(derived.outputs) > 1,
@@ -130,6 +134,7 @@ def function_context(
         forward_values=namer.fresh("values"),
         forward_kernel=namer.fresh(f"{spec.module}_forward"),
         fused_requested=spec.mode == "fused",
+        fused=fused,
         cpu_helpers=tuple(_cpu_helpers(printer, forms)),
     )
 

@@ -68,6 +68,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     source = _template("function.cpp.jinja").render(as_template_variables(context))
     test = _test_context(derived, version)
     loader = _loader_context(derived, context.namespace, version, test.inplace)
+    loader = dataclasses.replace(loader, fused=context.fused is not None)
     module = spec.module
     return GeneratedFiles(
         module,

@@ -66,14 +66,8 @@ class TorchPrinter(ArithmeticPrinter):
             # spelled from `.dtype`, which torch.compile traces (torch.result_type not).
             a_text = self._print(a)
             names = [self._print(t) for t in self._numeric_tensors(cond)]
-            dtypes = [
-                (
-                    f"{name}.dtype"
-                    if a.is_integer
-                    else f"({name}.dtype if {name}.is_floating_point() else torch.get_default_dtype())"
-                )
-                for name in names
-            ]
+            floating = "({0}.dtype if {0}.is_floating_point() else torch.get_default_dtype())"
+            dtypes = [f"{name}.dtype" if a.is_integer else floating.format(name) for name in names]
             dtype = dtypes[0]
             for other in dtypes[1:]:
                 dtype = f"torch.promote_types({dtype}, {other})"

@@ -26,13 +26,17 @@ __all__ = ["FixedGain", "fixed_gain"]
 _SOURCE = Path(__file__).with_name("fixed_gain.cpp")
 
 
+_FLAGS: list[str] = []
+
+
 def _build_directory(source: bytes) -> Path:
     """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
-    key = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:16]
+    salt = (torch.__version__ + " ".join(_FLAGS)).encode()
+    key = hashlib.sha256(source + salt).hexdigest()[:16]
     directory = Path(root) / f"fixed_gain_{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -57,6 +61,7 @@ def _load() -> Any:
             name="symgrad_fixed_gain",
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
+            extra_cflags=_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_fixed_gain.fixed_gain

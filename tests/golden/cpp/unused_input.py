@@ -27,13 +27,17 @@ __all__ = ["UnusedInput", "unused_input"]
 _SOURCE = Path(__file__).with_name("unused_input.cpp")
 
 
+_FLAGS: list[str] = []
+
+
 def _build_directory(source: bytes) -> Path:
     """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
-    key = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:16]
+    salt = (torch.__version__ + " ".join(_FLAGS)).encode()
+    key = hashlib.sha256(source + salt).hexdigest()[:16]
     directory = Path(root) / f"unused_input_{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -58,6 +62,7 @@ def _load() -> Any:
             name="symgrad_unused_input",
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
+            extra_cflags=_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_unused_input.unused_input

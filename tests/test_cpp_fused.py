@@ -1,0 +1,92 @@
+"""The C++ target's fused CPU loops (Note [Fused loops] in symgrad.backends.cpp.fused).
+
+The printer's text, which specs get loops, and what the forward stores for the backward.
+The loops themselves are compiled and run by the generated test of
+examples/mish_fused.yaml (generated/cpp/, in CI's subset), against autograd of the formula
+in float64, float32, float16 and bfloat16, with gradcheck.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sympy
+
+import symgrad
+from symgrad.ad.derive import derive
+from symgrad.backends.base import UnprintableError
+from symgrad.backends.cpp.fused import FusedLoops, fused_loops
+from symgrad.backends.cpp.vectorized import VecPrinter
+from symgrad.language import functions, piecewise
+
+x, y = sympy.symbols("x y", real=True)
+
+
+@pytest.mark.parametrize(
+    ("expr", "text"),
+    [
+        (x + 2 * y, "(x + (Vec(static_cast<scalar_t>(2.0)) * y))"),
+        (x - y, "(x - y)"),
+        (-x, "x.neg()"),
+        (x**2, "(x * x)"),
+        (x**-2, "(x * x).reciprocal()"),
+        (sympy.sqrt(x), "x.sqrt()"),
+        (1 / sympy.sqrt(x), "x.rsqrt()"),
+        (x / y, "(x / y)"),
+        (x / (x * y + 1), "(x / ((x * y) + Vec(static_cast<scalar_t>(1.0))))"),
+        (functions.call("exp", x), "x.exp()"),
+        (functions.call("sigmoid", x), "vec_sigmoid(x)"),
+        (
+            piecewise.where(piecewise.Gt(x, 0), x, y),
+            "Vec::blendv(y, x, (x > Vec(static_cast<scalar_t>(0.0))))",
+        ),
+        (piecewise.Maximum(x, y), "at::vec::maximum(x, y)"),
+    ],
+)
+def test_vectorized_text(expr: sympy.Expr, text: str) -> None:
+    assert VecPrinter().doprint(expr) == text
+
+
+def test_a_function_without_a_vectorized_form_is_refused() -> None:
+    with pytest.raises(UnprintableError, match="polygamma has no fused CPU form"):
+        VecPrinter().doprint(functions.call("polygamma", sympy.Integer(1), x))
+
+
+def _loops(output: str, mode: str = "fused", **inputs: Any) -> FusedLoops | None:
+    spec = symgrad.spec_from_dict(
+        {"name": "F", "mode": mode, "inputs": {"x": "tensor", **inputs}, "outputs": {"y": output}}
+    )
+    derived = derive(spec)
+    received = [g.input.name for part in derived.backward for g in part.gradients]
+    return fused_loops(
+        derived, {}, {n: f"grad_{n}" for n in received}, {n: f"need_{n}" for n in received}
+    )
+
+
+def test_silu_stores_sigmoid_for_the_backward() -> None:
+    loops = _loops("x * sigmoid(x)")
+    assert loops is not None
+    assert loops.saved == ("saved0",)
+    assert [pointer for pointer, _ in loops.forward.stores] == ["y_data", "saved0_data"]
+    assert loops.backward.loads == ("grad_y", "x", "saved0")
+    assert not any("sigmoid" in line for line in loops.backward.lines)
+
+
+def test_gradients_of_several_inputs_and_numbers() -> None:
+    loops = _loops("a * x * b + x", b="tensor", a={"type": "float", "default": 2.0})
+    assert loops is not None
+    assert loops.gradients == (("grad_x", "need_x"), ("grad_b", "need_b"))
+    assert loops.forward.numbers == ("a",)
+
+
+@pytest.mark.parametrize(
+    ("output", "mode"),
+    [
+        ("x * sigmoid(x)", "eager"),  # not asked for
+        ("sum(x * x)", "fused"),  # a reduction
+        ("polygamma(1, x)", "fused"),  # no vectorized form
+    ],
+)
+def test_specs_without_loops(output: str, mode: str) -> None:
+    assert _loops(output, mode) is None
