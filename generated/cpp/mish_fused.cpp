@@ -171,7 +171,10 @@ struct FusedFrame {
       shape = at::infer_size(shape, tensor.sizes());
     }
     for (const at::Tensor& tensor : tensors) {
-      inputs.push_back(tensor.expand(shape).to(compute).contiguous());
+      at::Tensor input =
+          tensor.sizes() == at::IntArrayRef(shape) ? tensor : tensor.expand(shape);
+      input = input.scalar_type() == compute ? input : input.to(compute);
+      inputs.push_back(input.is_contiguous() ? input : input.contiguous());
     }
     size = c10::multiply_integers(shape);
   }
@@ -186,9 +189,11 @@ struct FusedFrame {
     return at::empty(shape, inputs[0].options().dtype(compute));
   }
 
-  // A result in the inputs' dtype (undefined stays undefined).
+  // A result in the inputs' dtype (undefined stays undefined). (No call that would
+  // return its argument: opcheck refuses those below autograd.)
   at::Tensor result(const at::Tensor& tensor) const {
-    return tensor.defined() ? tensor.to(dtype) : tensor;
+    return tensor.defined() && tensor.scalar_type() != dtype ? tensor.to(dtype)
+                                                             : tensor;
   }
 
   std::vector<int64_t> shape;

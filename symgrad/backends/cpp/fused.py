@@ -87,7 +87,7 @@ def fused_loops(
     ]
     if sum(sympy.count_ops(e) for e in [*outputs, *totals]) > _MAX_INLINED_OPS:
         return None
-    saved = _saved_calls(totals, spec, namer)
+    saved = _saved_calls(totals, outputs, spec, namer)
     totals = [t.xreplace(saved) for t in totals]
     definitions = {o.symbol: v for o, v in zip(spec.outputs, outputs, strict=True)}
     stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
@@ -168,15 +168,17 @@ def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
 
 
 def _saved_calls(
-    totals: Sequence[sympy.Expr], spec: Spec, namer: Namer
+    totals: Sequence[sympy.Expr], outputs: Sequence[sympy.Expr], spec: Spec, namer: Namer
 ) -> dict[sympy.Basic, sympy.Symbol]:
-    """Calls the backward makes on forward values, which the forward loop stores instead.
+    """Calls the backward makes that the forward makes too, which the forward stores.
 
     A transcendental call costs more than a pass over memory: where the backward would
-    recompute one from the inputs, the forward stores it once (as eager autograd saves
-    sigmoid's result).
+    recompute one the forward computed, the forward stores it once (as eager autograd
+    saves sigmoid's result). A call only the backward makes stays in the backward.
     """
     available = {i.symbol for i in spec.inputs} | {o.symbol for o in spec.outputs}
+    definitions = {o.symbol: v for o, v in zip(spec.outputs, outputs, strict=True)}
+    computed = {n for v in outputs for n in sympy.preorder_traversal(v)}
     chosen: dict[sympy.Basic, sympy.Symbol] = {}
     for total in totals:
         for node in sympy.preorder_traversal(total):
@@ -187,6 +189,7 @@ def _saved_calls(
                 and type(node).__name__ not in _CHEAP
                 and node.free_symbols
                 and node.free_symbols <= available
+                and node.xreplace(definitions) in computed
                 and node not in chosen
             ):
                 chosen[node] = sympy.Symbol(namer.fresh(f"saved{len(chosen)}"), real=True)
