@@ -80,7 +80,25 @@ def _overwritten(spec: Spec) -> Input:
     """The first tensor input, which the variant overwrites."""
     if not spec.tensor_inputs:
         _refuse(spec, "there is no tensor input to overwrite")
+    return overwritten(spec)
+
+
+def overwritten(spec: Spec) -> Input:
+    """The input the in-place variant overwrites: the first tensor input."""
     return spec.tensor_inputs[0]
+
+
+def variant_names(spec: Spec) -> tuple[str, str]:
+    """The in-place variant's class and function names, as torch names them (`relu_`)."""
+    return f"{spec.name}_", f"{spec.module}_"
+
+
+def variant_doc(spec: Spec) -> str:
+    """The in-place variant's docstring, in every target."""
+    return (
+        f"`{spec.module}` in place: overwrites `{overwritten(spec).name}` with the result "
+        "and returns it (the backward reads the result, not the old value)."
+    )
 
 
 def _refuse(spec: Spec, reason: str) -> NoReturn:

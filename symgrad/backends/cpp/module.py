@@ -12,6 +12,7 @@ import dataclasses
 
 import sympy
 
+from symgrad.ad import inplace
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.backends.cpp.contexts import (
     Block,
@@ -151,7 +152,7 @@ def inplace_context(
         return None
     spec = derived.spec
     context = function_context(derived.inplace, printer, Namer(namer.taken), version)
-    overwritten = printer.doprint(spec.tensor_inputs[0].symbol)
+    overwritten = printer.doprint(inplace.overwritten(spec).symbol)
     parameters = tuple(
         (
             dataclasses.replace(p, schema=p.schema.replace("Tensor ", "Tensor(a!) ", 1))
@@ -160,11 +161,11 @@ def inplace_context(
         )
         for p in context.parameters
     )
-    function = f"{spec.module}_"
+    class_name, function = inplace.variant_names(spec)
     schema = ", ".join(p.schema for p in parameters)
     return dataclasses.replace(
         context,
-        class_name=f"{spec.name}_",
+        class_name=class_name,
         function_name=function,
         parameters=parameters,
         op_schema=f"{function}({schema}) -> Tensor(a!)",

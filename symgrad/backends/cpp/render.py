@@ -21,6 +21,7 @@ from pathlib import Path
 import black
 import jinja2
 
+from symgrad.ad.inplace import variant_doc
 from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.base import BackendUnavailableError, GeneratedFiles, UnprintableError
 from symgrad.backends.cpp import names
@@ -67,8 +68,9 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
         ) from None
     source = _template("function.cpp.jinja").render(as_template_variables(context))
     test = _test_context(derived, version)
-    loader = _loader_context(derived, context.namespace, version, test.inplace)
-    loader = dataclasses.replace(loader, fused=context.fused is not None)
+    loader = _loader_context(
+        derived, context.namespace, version, test.inplace, context.fused is not None
+    )
     module = spec.module
     return GeneratedFiles(
         module,
@@ -85,7 +87,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
 
 
 def _loader_context(
-    derived: Derived, namespace: str, version: str, inplace: InplaceTest | None
+    derived: Derived, namespace: str, version: str, inplace: InplaceTest | None, fused: bool
 ) -> LoaderContext:
     spec = derived.spec
     count = len(spec.outputs)
@@ -111,15 +113,8 @@ def _loader_context(
         ),
         doc=docstring(spec.doc or summary(spec), indent=4),
         inplace=inplace,
-        inplace_doc=(
-            docstring(
-                f"`{spec.module}` in place: overwrites `{inplace.overwrites}` with the result"
-                " and returns it (the backward reads the result, not the old value).",
-                indent=4,
-            )
-            if inplace
-            else ""
-        ),
+        inplace_doc=docstring(variant_doc(spec), indent=4) if inplace else "",
+        fused=fused,
     )
 
 

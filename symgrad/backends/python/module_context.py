@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import sympy
 
+from symgrad.ad import inplace
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
 from symgrad.backends.python import kernels
 from symgrad.backends.python.contexts import (
@@ -133,18 +134,14 @@ def inplace_context(derived: Derived, printer: TorchPrinter, version: str) -> Mo
     if derived.inplace is None:
         return None
     spec = derived.spec
-    overwritten = spec.tensor_inputs[0].name
     context = module_context(derived.inplace, printer, version)
-    doc = (
-        f"`{spec.module}` in place: overwrites `{overwritten}` with the result and "
-        "returns it (the backward reads the result, not the old value)."
-    )
+    class_name, function_name = inplace.variant_names(spec)
     return dataclasses.replace(
         context,
-        class_name=f"{spec.name}_",
-        function_name=f"{spec.module}_",
-        doc=docstring(doc, indent=4),
-        overwrites=overwritten,
+        class_name=class_name,
+        function_name=function_name,
+        doc=docstring(inplace.variant_doc(spec), indent=4),
+        overwrites=inplace.overwritten(spec).name,
         out_of_place=spec.module,
     )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.ad import guards
+from symgrad.ad import guards, inplace
 from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.python.contexts import InplaceTest, Sample, TestContext
 from symgrad.backends.python.module_context import custom_op_context, has_jvp
@@ -158,9 +158,9 @@ def _inplace_test(derived: Derived) -> InplaceTest | None:
     if derived.inplace is None:
         return None
     spec = derived.spec
-    overwritten = spec.tensor_inputs[0]
+    overwritten = inplace.overwritten(spec)
     return InplaceTest(
-        f"{spec.name}_", f"{spec.module}_", overwritten.name, spec.inputs.index(overwritten)
+        *inplace.variant_names(spec), overwritten.name, spec.inputs.index(overwritten)
     )
 
 
