@@ -48,8 +48,6 @@ class FusedLoops:
 
     forward: Loop
     backward: Loop
-    # The forward's tensor parameters, in order (the loop's loads).
-    forward_tensors: tuple[str, ...]
     # (gradient variable, need flag) per input that gets a gradient, in order.
     gradients: tuple[tuple[str, str], ...]
     # Forward values the forward loop stores for the backward loop, beyond the outputs.
@@ -125,7 +123,6 @@ def fused_loops(
                 for item, value in zip(received, backward_values, strict=True)
             ),
         ),
-        tensors,
         tuple((gradient_names[i.name], need_names[i.name]) for i in received),
         tuple(name(s) for s in saved.values()),
     )
