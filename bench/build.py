@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -90,6 +91,7 @@ class BuiltCpp:
     # Seconds to generate, then to compile and load (first build), then to load again.
     generate_seconds: float
     build_seconds: float
+    load_seconds: float
 
 
 def generate_cpp(spec_path: Path, workdir: Path, fused: bool = False) -> BuiltCpp | None:
@@ -114,8 +116,42 @@ def generate_cpp(spec_path: Path, workdir: Path, fused: bool = False) -> BuiltCp
     stem = loader.removesuffix(".py")
     os.environ.setdefault("SYMGRAD_CPP_CACHE", str(workdir / "cpp_cache"))
     module = import_source(f"bench_cpp{'_fused' if fused else ''}_{stem}", files[loader], folder)
-    built = time.perf_counter()
-    return BuiltCpp(getattr(module, stem), generated - start, built - generated)
+    built = time.perf_counter() - generated
+    load = cached_load_seconds(Path(str(module.__file__)))
+    return BuiltCpp(getattr(module, stem), generated - start, built, load)
+
+
+# Run by cached_load_seconds in a fresh interpreter: import the loader at argv[1], timed.
+_LOAD_AGAIN = """
+import importlib.util, sys, time
+import torch
+start = time.perf_counter()
+spec = importlib.util.spec_from_file_location("symgrad_bench_loader", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print(time.perf_counter() - start)
+"""
+
+
+def cached_load_seconds(loader: Path) -> float:
+    """Seconds to import the generated loader again in a fresh process, its build cached.
+
+    In the benchmark's process a second import would measure nothing: the loader skips
+    the load once its operator is registered, and torch.utils.cpp_extension remembers
+    what it built. A new interpreter (same environment, so the same SYMGRAD_CPP_CACHE)
+    imports torch, then is timed importing the loader: torch.utils.cpp_extension's
+    import, ninja finding the build up to date, loading the library and registering the
+    operator, what a user's process pays each time once the build is cached.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_AGAIN, str(loader)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"loading {loader} again failed:\n{done.stderr[-2000:]}")
+    return float(done.stdout.split()[-1])
 
 
 def import_source(name: str, source: str, workdir: Path) -> ModuleType:

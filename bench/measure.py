@@ -107,6 +107,17 @@ def time_step(step: Step, device: torch.device) -> float:
     return time.perf_counter() - start_s
 
 
+def wall_seconds(step: Step, device: torch.device) -> float:
+    """Wall-clock seconds of one step, the device synchronised before and after (one-off costs)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
 def measure_saved(fn: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...]) -> Saved:
     """Distinct storages, and their bytes, that one forward of `fn` saves for backward."""
     packed: list[torch.Tensor] = []

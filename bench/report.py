@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.primitives import PrimitiveCost
-from bench.runner import ALTERNATIVES, Results, Row
+from bench.runner import ALTERNATIVES, CPP_COLUMNS, OneOff, Results, Row
 from bench.scaling import ScalingRow
 
 # The issue's targets, checked in the "Targets" section.
@@ -17,6 +17,7 @@ TIME_HEADER = "## Time: forward+backward, median ms (paired ratio to eager autog
 SAVED_HEADER = "## Saved for backward: MB (distinct storages)"
 PEAK_HEADER = "## Peak memory during forward+backward: MB above the start"
 CODE_HEADER = "## Generated code"
+ONE_OFF_HEADER = "## One-off costs: seconds"
 SCALING_HEADER = "## Codegen scaling: random formulas"
 
 DEFINITIONS = """\
@@ -65,6 +66,20 @@ DEFINITIONS = """\
   `TorchDispatchMode` (each is one pass over memory in eager mode).
 - **gen s**: seconds of `symgrad.load_spec` plus `symgrad.generate` (parse, derive,
   render with black), in the benchmark's process.
+- **One-off costs**, once per case and never in the step times. **cpp build**,
+  **cpp_fused build**: the generated loader's first import in the benchmark's process,
+  `torch.utils.cpp_extension.load` compiling, linking and loading the library. The cache
+  is a temporary folder of the run, empty at its start; with `SYMGRAD_CPP_CACHE` set, that
+  folder instead, where an earlier build makes this figure a load.
+  **load (cached)**: the same loader imported again in a fresh Python process once the
+  build is cached, timed from after `import torch`: ninja finds the build up to date, the
+  library is loaded and its operator registered. **compile first call**: the compile
+  column's first forward+backward at the first size, cold: dynamo reset and inductor's
+  caches empty (`torch._inductor.utils.fresh_cache`: a new `TORCHINDUCTOR_CACHE_DIR`, its
+  in-memory caches cleared), so tracing, AOTAutograd and inductor's code generation and
+  compilation are all in it; torch.compile's once-per-process start-up (imports, compile
+  workers) is paid before, on a throwaway formula, and not counted. A warm on-disk cache
+  would hide most of it (for silu on a 2-core CPU: 3.7 s cold, 0.1 s warm).
 """
 
 
@@ -92,7 +107,10 @@ def render_report(header: Header, results: Results, cuda: bool) -> str:
         ]
         if cuda:
             parts.append(_bandwidth_table(results.rows))
-        parts += [_code_table(results.rows), _targets(results.rows)]
+        parts.append(_code_table(results.rows))
+        if any(_measured(one_off) for one_off in results.one_off):
+            parts.append(_one_off_table(results.one_off))
+        parts.append(_targets(results.rows))
     if results.skipped:
         lines = [f"- {s.case}: unsupported by this symgrad: `{s.reason}`" for s in results.skipped]
         parts.append("## Skipped cases\n\n" + "\n".join(lines) + "\n")
@@ -227,6 +245,32 @@ def _kernels(row: Row, name: str) -> str:
     """Kernels an alternative dispatches in one forward+backward, '-' where not counted."""
     found = row.measurements.get(name)
     return "-" if found is None or found.kernels is None else str(found.kernels)
+
+
+def _one_off_table(costs: Sequence[OneOff]) -> str:
+    """C++ build and cached-load seconds and torch.compile's first call, one row per case."""
+    body = [
+        [
+            one_off.case,
+            *(_seconds(one_off.build.get(column)) for column in CPP_COLUMNS),
+            *(_seconds(one_off.load.get(column)) for column in CPP_COLUMNS),
+            _seconds(one_off.compile_first_call),
+        ]
+        for one_off in costs
+    ]
+    headers = ["case", *(f"{column} build" for column in CPP_COLUMNS)]
+    headers += [*(f"{column} load (cached)" for column in CPP_COLUMNS), "compile first call"]
+    return f"{ONE_OFF_HEADER}\n\n" + _table(headers, body)
+
+
+def _measured(one_off: OneOff) -> bool:
+    """Whether any one-off cost of the case was measured."""
+    return bool(one_off.build or one_off.load) or one_off.compile_first_call is not None
+
+
+def _seconds(seconds: float | None) -> str:
+    """Seconds with two decimals, '-' where not measured."""
+    return "-" if seconds is None else f"{seconds:.2f}"
 
 
 def _targets(rows: Sequence[Row]) -> str:

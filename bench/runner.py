@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch._dynamo
+from torch._inductor.utils import fresh_cache
 
 from bench.build import (
     Generated,
@@ -28,6 +30,7 @@ from bench.measure import (
     measure_saved,
     spread,
     time_interleaved,
+    wall_seconds,
 )
 from bench.opcount import count_kernels
 from bench.primitives import PrimitiveCost
@@ -37,6 +40,8 @@ from bench.scaling import ScalingRow
 ALTERNATIVES = ("eager", "generated", "fused", "compile", "builtin", "cpp", "cpp_fused")
 # The alternatives that run through torch.compile (fused while it is a placeholder).
 COMPILED = ("fused", "compile")
+# The columns of the C++ target, each a module built and loaded once per case.
+CPP_COLUMNS = ("cpp", "cpp_fused")
 
 
 @dataclass(frozen=True)
@@ -110,10 +115,23 @@ class Skipped:
 
 
 @dataclass
+class OneOff:
+    """A case's one-off seconds, never part of the step times (absent: not measured)."""
+
+    case: str
+    # By C++ column: the first build and load, and a later load with the build cached.
+    build: dict[str, float] = field(default_factory=dict)
+    load: dict[str, float] = field(default_factory=dict)
+    # torch.compile's first forward+backward of the formula, cold (see _compile_first_call).
+    compile_first_call: float | None = None
+
+
+@dataclass
 class Results:
     """Everything one run measured."""
 
     rows: list[Row] = field(default_factory=list)
+    one_off: list[OneOff] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     # Codegen scaling (--scaling) and single-primitive costs (skipped by --quick).
     scaling: list[ScalingRow] = field(default_factory=list)
@@ -127,27 +145,27 @@ def run_cases(cases: tuple[Case, ...], settings: Settings) -> Results:
     with tempfile.TemporaryDirectory(prefix="symgrad-bench-") as workdir:
         for case in cases:
             try:
-                results.rows.extend(_run_case(case, settings, Path(workdir)))
+                rows, one_off = _run_case(case, settings, Path(workdir))
             except UnsupportedSpecError as error:
                 _progress(f"{case.name}: skipped, unsupported by this symgrad")
                 results.skipped.append(Skipped(case.name, str(error)))
+                continue
+            results.rows.extend(rows)
+            results.one_off.append(one_off)
     return results
 
 
-def _run_case(case: Case, settings: Settings, workdir: Path) -> list[Row]:
-    """Generate the case's Function once, then measure it at every size."""
+def _run_case(case: Case, settings: Settings, workdir: Path) -> tuple[list[Row], OneOff]:
+    """Generate the case's Function once, note its one-off costs, then measure every size."""
     generated = generate_case(case.spec_path, workdir)
     fused = generate_fused(case.spec_path, workdir)
     functions = _alternatives(case, generated, fused, settings.compile)
-    if settings.cpp:
-        built = generate_cpp(case.spec_path, workdir)
-        if built is not None:
-            _progress(f"{case.name}: C++ built in {built.build_seconds:.1f} s")
-            functions["cpp"] = functools.partial(built.function, **case.numbers)
-        built = generate_cpp(case.spec_path, workdir, fused=True)
-        if built is not None:
-            _progress(f"{case.name}: fused C++ built in {built.build_seconds:.1f} s")
-            functions["cpp_fused"] = functools.partial(built.function, **case.numbers)
+    one_off = OneOff(case.name)
+    for column in CPP_COLUMNS if settings.cpp else ():
+        _add_cpp(case, column, workdir, functions, one_off)
+    if settings.compile:
+        one_off.compile_first_call = _compile_first_call(case, settings)
+        _progress(f"{case.name}: torch.compile's first call {one_off.compile_first_call:.1f} s")
     rows = []
     for elements in settings.sizes:
         _progress(f"{case.name}: {elements:,} elements")
@@ -158,7 +176,55 @@ def _run_case(case: Case, settings: Settings, workdir: Path) -> list[Row]:
         rows.append(
             Row(case.name, elements, generated, fused is not None, measurements, ideal, copy)
         )
-    return rows
+    return rows, one_off
+
+
+def _add_cpp(
+    case: Case, column: str, workdir: Path, functions: dict[str, Fn], one_off: OneOff
+) -> None:
+    """Build the C++ column's Function, where symgrad gives one; note its build and load."""
+    built = generate_cpp(case.spec_path, workdir, fused=column == "cpp_fused")
+    if built is None:
+        return
+    functions[column] = functools.partial(built.function, **case.numbers)
+    one_off.build[column], one_off.load[column] = built.build_seconds, built.load_seconds
+    _progress(
+        f"{case.name}: {column} built in {built.build_seconds:.1f} s, "
+        f"loads cached in {built.load_seconds:.2f} s"
+    )
+
+
+def _compile_first_call(case: Case, settings: Settings) -> float:
+    """Seconds of the compile column's first forward+backward at the first size, cold.
+
+    A warm cache makes it look fast (silu on a 2-core CPU: 3.7 s cold, 0.1 s with inductor's
+    on-disk cache warm), so it runs in a fresh state: torch._dynamo.reset() forgets compiled
+    code, and torch._inductor.utils.fresh_cache() points TORCHINDUCTOR_CACHE_DIR (and
+    TRITON_CACHE_DIR) at a new empty folder and clears inductor's in-memory caches. The
+    once-per-process start-up is paid before, by _start_inductor. Afterwards dynamo is
+    reset again: the compile column compiles anew in its warm-up, with the usual cache.
+    """
+    _start_inductor(settings.device)
+    inputs, grad = _inputs(case, settings.sizes[0], settings.device)
+    with fresh_cache():
+        torch._dynamo.reset()
+        compiled = functools.partial(_compiled(case.reference), **case.numbers)
+        seconds = wall_seconds(make_step(compiled, inputs, grad), settings.device)
+    torch._dynamo.reset()
+    return seconds
+
+
+@functools.cache
+def _start_inductor(device: torch.device) -> None:
+    """Pay torch.compile's once-per-process start-up (imports, compile workers) on x * 2.
+
+    Several seconds, it would otherwise all be charged to the first case's first call.
+    """
+    x = torch.ones(8, device=device, requires_grad=True)
+    with fresh_cache():
+        seconds = wall_seconds(make_step(_compiled(lambda t: t * 2), (x,), x.detach()), device)
+    torch._dynamo.reset()
+    _progress(f"torch.compile's start-up, once per process (not reported): {seconds:.1f} s")
 
 
 def _alternatives(
@@ -199,10 +265,7 @@ def _measure_size(
     case: Case, functions: dict[str, Fn], elements: int, settings: Settings
 ) -> tuple[dict[str, Measurement], int]:
     """Time all alternatives interleaved at one size, then measure their memory."""
-    torch.manual_seed(0)
-    inputs = case.make_inputs(elements, settings.device)
-    with torch.no_grad():
-        grad = torch.randn_like(case.reference(*inputs, **case.numbers))
+    inputs, grad = _inputs(case, elements, settings.device)
     steps = {name: make_step(fn, inputs, grad) for name, fn in functions.items()}
     errors = _errors(functions, inputs, grad)
     samples = time_interleaved(steps, settings.repeats, settings.warmup, settings.device)
@@ -217,6 +280,17 @@ def _measure_size(
         for name in functions
     }
     return measurements, _ideal_bytes(inputs, grad)
+
+
+def _inputs(
+    case: Case, elements: int, device: torch.device
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The case's seeded inputs at one size, and a random gradient for its output."""
+    torch.manual_seed(0)
+    inputs = case.make_inputs(elements, device)
+    with torch.no_grad():
+        grad = torch.randn_like(case.reference(*inputs, **case.numbers))
+    return inputs, grad
 
 
 def _errors(

@@ -19,6 +19,7 @@ from bench.opcount import OpCounts, count_kernels, count_ops
 from bench.primitives import time_primitives
 from bench.report import (
     CODE_HEADER,
+    ONE_OFF_HEADER,
     PEAK_HEADER,
     SAVED_HEADER,
     SCALING_HEADER,
@@ -26,7 +27,7 @@ from bench.report import (
     Header,
     render_report,
 )
-from bench.runner import ALTERNATIVES, Measurement, Results, Row
+from bench.runner import ALTERNATIVES, Measurement, OneOff, Results, Row
 from bench.scaling import INPUTS, random_formula
 from symgrad.ad import costs as symgrad_costs
 from symgrad.language import functions
@@ -74,6 +75,7 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     assert all(int(row[head.index("forward ops")]) >= 1 for row in rows)
     head, *rows = _table_rows(text, SCALING_HEADER)
     assert [row[head.index("status")] for row in rows] == ["ok"]
+    assert ONE_OFF_HEADER not in text  # --quick builds no C++ and compiles nothing
     assert "## Definitions" in text
 
 
@@ -170,6 +172,45 @@ def test_cuda_report_has_bandwidth_and_copy_targets() -> None:
     assert head[:4] == ["case", "elements", "ideal MB", "copy GB/s"] and len(rows) == 1
     head, *rows = _table_rows(text, "## Targets")
     assert head[-1] == "fused >= 80% copy" and rows[0][-1] == "yes (250%)"
+
+
+def _row(case: str) -> Row:
+    """A row of made-up measurements of every alternative, for the report's tables."""
+    generated = Generated(cases.softplus, "", 0.1, OpCounts(3, 5))
+    measured = {
+        name: Measurement((1e-3, 1e-3), Saved(1, 400), 800, 0.0, 2) for name in ALTERNATIVES
+    }
+    return Row(case, 100, generated, False, measured, ideal_bytes=2000, copy_seconds=None)
+
+
+def test_report_has_one_off_costs_with_dashes_where_not_measured() -> None:
+    one_off = [
+        OneOff("silu", {"cpp": 31.25, "cpp_fused": 40.5}, {"cpp": 0.5, "cpp_fused": 0.75}, 3.5),
+        OneOff("huber", {"cpp": 30.0}, {"cpp": 0.25}, None),  # no fused C++, no compile
+        OneOff("mish"),  # neither --cpp nor torch.compile
+    ]
+    results = Results([_row("silu"), _row("huber"), _row("mish")], one_off)
+    text = render_report(Header("t", "m", "c", "s"), results, cuda=False)
+    assert text.index(CODE_HEADER) < text.index(ONE_OFF_HEADER) < text.index("## Targets")
+    head, *rows = _table_rows(text, ONE_OFF_HEADER)
+    assert head == [
+        "case",
+        "cpp build",
+        "cpp_fused build",
+        "cpp load (cached)",
+        "cpp_fused load (cached)",
+        "compile first call",
+    ]
+    assert rows == [
+        ["silu", "31.25", "40.50", "0.50", "0.75", "3.50"],
+        ["huber", "30.00", "-", "0.25", "-", "-"],
+        ["mish", "-", "-", "-", "-", "-"],
+    ]
+
+
+def test_report_leaves_out_one_off_costs_when_none_were_measured() -> None:
+    results = Results([_row("silu")], [OneOff("silu")])
+    assert ONE_OFF_HEADER not in render_report(Header("t", "m", "c", "s"), results, cuda=False)
 
 
 def test_primitive_costs_are_relative_to_a_multiplication() -> None:
