@@ -35,7 +35,7 @@ x, y = sympy.symbols("x y", real=True)
         (1 / sympy.sqrt(x), "x.rsqrt()"),
         (x / y, "(x / y)"),
         (x / (x * y + 1), "(x / ((x * y) + Vec(static_cast<scalar_t>(1.0))))"),
-        (functions.call("exp", x), "x.exp()"),
+        (functions.call("exp", x), "vec_exp(x)"),
         (functions.call("sigmoid", x), "vec_sigmoid(x)"),
         (
             piecewise.where(piecewise.Gt(x, 0), x, y),

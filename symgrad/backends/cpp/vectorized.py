@@ -22,7 +22,7 @@ from symgrad.language import activations, functions, piecewise, pullbacks
 # Each language function on a Vec, as a format string over the printed argument(s).
 # The helpers `vec_*` are defined by the template (fused.cpp.jinja).
 CALLS: dict[str, str] = {
-    "exp": "{0}.exp()",
+    "exp": "vec_exp({0})",
     "log": "{0}.log()",
     "log1p": "{0}.log1p()",
     "expm1": "{0}.expm1()",

@@ -1,0 +1,85 @@
+"""The fused loops' own math (templates/cpp/fused.cpp.jinja) against float64, compiled.
+
+Building LibTorch code costs about 20 s, so this runs in the C++ slow mode only:
+
+    SYMGRAD_CPP_TESTS=all python -m pytest tests/test_cpp_vec_math.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import torch.utils.cpp_extension
+
+from symgrad.backends.cpp.render import _environment
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("SYMGRAD_CPP_TESTS") != "all", reason="C++ slow mode only"),
+    pytest.mark.skipif(
+        shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler"
+    ),
+]
+
+_KERNEL = """
+torch::Tensor vec_exp_of(const torch::Tensor& x) {
+  using Vec = at::vec::Vectorized<float>;
+  torch::Tensor y = torch::empty_like(x);
+  const float* in = x.const_data_ptr<float>();
+  float* out = y.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); i += Vec::size()) {
+    const int64_t count = std::min<int64_t>(Vec::size(), x.numel() - i);
+    fused_store<Vec>(vec_exp(fused_load<Vec>(in + i, count)), out + i, count);
+  }
+  return y;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def helpers(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The template's helpers and a loop calling vec_exp, built as the loader builds."""
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        flags = ["-O3", "-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    else:
+        flags = ["-O3"]
+    macros = _environment().get_template("fused.cpp.jinja").module
+    source = (
+        "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n"
+        "#include <c10/util/accumulate.h>\n#include <algorithm>\n"
+        + str(macros.helpers())  # type: ignore[attr-defined]
+        + _KERNEL
+    )
+    directory: Path = tmp_path_factory.mktemp("vec_math")
+    return torch.utils.cpp_extension.load_inline(
+        "symgrad_vec_math",
+        source,
+        functions=["vec_exp_of"],
+        extra_cflags=flags,
+        build_directory=str(directory),
+    )
+
+
+def test_vec_exp_within_one_eps_of_exp_on_every_kind_of_float(helpers: ModuleType) -> None:
+    """Random bit patterns (every exponent), a dense sweep over the finite range, the
+    specials, and a length that leaves a partial vector at the end."""
+    generator = torch.Generator().manual_seed(0)
+    bits = torch.randint(-(2**31), 2**31 - 1, (4_000_000,), dtype=torch.int32, generator=generator)
+    specials = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 88.72, 88.73])
+    x = torch.cat([bits.view(torch.float32), torch.linspace(-105, 90, 1_000_003), specials])
+    y = helpers.vec_exp_of(x)
+    exact = torch.exp(x.double())
+    rounded = exact.float()
+    normal = torch.isfinite(rounded) & (rounded >= torch.finfo(torch.float32).tiny)
+    relative = ((y.double() - exact).abs() / exact)[normal]
+    assert relative.max().item() <= torch.finfo(torch.float32).eps
+    assert torch.equal(torch.isnan(y), torch.isnan(x))
+    assert torch.equal(torch.isinf(y), torch.isinf(rounded))
+    subnormal = ~normal & torch.isfinite(rounded)
+    smallest = 2.0**-149
+    assert (y[subnormal].double() - rounded[subnormal].double()).abs().max().item() <= smallest
