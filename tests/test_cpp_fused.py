@@ -60,7 +60,11 @@ def _loops(output: str, mode: str = "fused", **inputs: Any) -> FusedLoops | None
     derived = derive(spec)
     received = [g.input.name for part in derived.backward for g in part.gradients]
     return fused_loops(
-        derived, {}, {n: f"grad_{n}" for n in received}, {n: f"need_{n}" for n in received}
+        derived,
+        {},
+        {n: f"grad_{n}" for n in received},
+        {n: f"need_{n}" for n in received},
+        {n: f"{n}.sizes()" for n in received},
     )
 
 
@@ -76,7 +80,10 @@ def test_silu_stores_sigmoid_for_the_backward() -> None:
 def test_gradients_of_several_inputs_and_numbers() -> None:
     loops = _loops("a * x * b + x", b="tensor", a={"type": "float", "default": 2.0})
     assert loops is not None
-    assert loops.gradients == (("grad_x", "need_x"), ("grad_b", "need_b"))
+    assert loops.gradients == (
+        ("grad_x", "need_x", "x.sizes()"),
+        ("grad_b", "need_b", "b.sizes()"),
+    )
     assert loops.forward.numbers == ("a",)
 
 

@@ -48,8 +48,8 @@ class FusedLoops:
 
     forward: Loop
     backward: Loop
-    # (gradient variable, need flag) per input that gets a gradient, in order.
-    gradients: tuple[tuple[str, str], ...]
+    # (gradient variable, need flag, input shape) per input that gets a gradient, in order.
+    gradients: tuple[tuple[str, str, str], ...]
     # Forward values the forward loop stores for the backward loop, beyond the outputs.
     saved: tuple[str, ...] = ()
 
@@ -59,6 +59,7 @@ def fused_loops(
     renames: Mapping[sympy.Basic, str],
     gradient_names: Mapping[str, str],
     need_names: Mapping[str, str],
+    input_shapes: Mapping[str, str],
 ) -> FusedLoops | None:
     """The fused loops of `derived` (Note [Fused loops]), or None where it has none.
 
@@ -123,7 +124,7 @@ def fused_loops(
                 for item, value in zip(received, backward_values, strict=True)
             ),
         ),
-        tuple((gradient_names[i.name], need_names[i.name]) for i in received),
+        tuple((gradient_names[i.name], need_names[i.name], input_shapes[i.name]) for i in received),
         tuple(name(s) for s in saved.values()),
     )
 

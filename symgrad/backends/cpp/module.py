@@ -77,18 +77,22 @@ def function_context(
         f"outputs[{output_index[s]}]" if s in output_index else printer.doprint(s)
         for s in derived.saved_tensors
     )
-    fused = fused_loops(derived, printer.renames, grad, need)
-    returns = []
     saved_names = {s.name for s in derived.saved_tensors}
-    for item in spec.inputs:
-        if item.name not in grad:
-            returns.append("at::Tensor()")
-            continue
-        if item.name in saved_names:
-            shape = f"{printer.doprint(item.symbol)}.sizes()"
-        else:
-            shape = shapes[item.name]
-        returns.append(f"{helpers['reduce_to']}({grad[item.name]}, {shape})")
+    # Each gradient's input shape, in the backward: the saved input's, else a saved shape.
+    input_shapes = {
+        i.name: f"{printer.doprint(i.symbol)}.sizes()" if i.name in saved_names else shapes[i.name]
+        for i in spec.inputs
+        if i.name in grad
+    }
+    fused = fused_loops(derived, printer.renames, grad, need, input_shapes)
+    returns = [
+        (
+            f"{helpers['reduce_to']}({grad[i.name]}, {input_shapes[i.name]})"
+            if i.name in grad
+            else "at::Tensor()"
+        )
+        for i in spec.inputs
+    ]
     return FunctionContext(
         header=tuple(_comment_header(derived, version)),
         summary=_comment_text(summary(spec)),

@@ -74,8 +74,12 @@ inline bool fused_loops_apply(std::initializer_list<at::Tensor> tensors) {
   return true;
 }
 
-// Tensors made ready for a fused loop: broadcast to one shape, contiguous, in the dtype
-// the loop computes in (float for half and bfloat16).
+// Tensors made ready for a fused loop, in the dtype the loop computes in (float for
+// half and bfloat16), each with its period over the frame's elements (the broadcast
+// shape, in order): `size` for a tensor with a value per element (broadcast ones are
+// expanded and made contiguous); the tensor's numel where it covers the frame's
+// trailing dims and repeats over the leading ones (a bias [C] against [N, C], C >=
+// kMinPeriod: read in place, not expanded); 0 for a single value.
 struct FusedFrame {
   explicit FusedFrame(std::initializer_list<at::Tensor> tensors) {
     dtype = tensors.begin()->scalar_type();
@@ -83,13 +87,52 @@ struct FusedFrame {
     for (const at::Tensor& tensor : tensors) {
       shape = at::infer_size(shape, tensor.sizes());
     }
-    for (const at::Tensor& tensor : tensors) {
-      at::Tensor input =
-          tensor.sizes() == at::IntArrayRef(shape) ? tensor : tensor.expand(shape);
-      input = input.scalar_type() == compute ? input : input.to(compute);
-      inputs.push_back(input.is_contiguous() ? input : input.contiguous());
-    }
     size = c10::multiply_integers(shape);
+    period = size;
+    for (const at::Tensor& tensor : tensors) {
+      at::Tensor input = tensor.scalar_type() == compute ? tensor : tensor.to(compute);
+      const int64_t repeats = period_of(input.sizes());
+      if (repeats == size && input.sizes() != at::IntArrayRef(shape)) {
+        input = input.expand(shape);
+      }
+      inputs.push_back(input.is_contiguous() ? input : input.contiguous());
+      periods.push_back(repeats);
+      repeat(repeats);
+    }
+  }
+
+  // Repeating tensors shorter than this are expanded: a segment per repeat would cost
+  // more than the copy.
+  static constexpr int64_t kMinPeriod = 128;
+
+  // The period of a tensor of `sizes` in the frame (see above).
+  int64_t period_of(at::IntArrayRef sizes) const {
+    const int64_t numel = c10::multiply_integers(sizes);
+    if (numel == 1 && size > 1) {
+      return 0;
+    }
+    size_t leading = 0;
+    while (leading < sizes.size() && sizes[leading] == 1) {
+      ++leading;
+    }
+    const size_t kept = sizes.size() - leading;
+    if (kept > shape.size() || numel < kMinPeriod) {
+      return size;
+    }
+    for (size_t d = 0; d < kept; ++d) {
+      if (sizes[leading + d] != shape[shape.size() - kept + d]) {
+        return size;
+      }
+    }
+    return numel;
+  }
+
+  // Loops run in segments that no repeating tensor wraps around within: the shortest
+  // period (the others, products of more trailing dims, are multiples of it).
+  void repeat(int64_t repeats) {
+    if (repeats > 0) {
+      period = std::min(period, repeats);
+    }
   }
 
   template <typename T>
@@ -113,26 +156,119 @@ struct FusedFrame {
   at::ScalarType dtype;
   at::ScalarType compute;
   std::vector<at::Tensor> inputs;
+  std::vector<int64_t> periods;
   int64_t size = 0;
+  int64_t period = 0;
 };
 
-// `count` consecutive elements from `data` (a whole vector but at the end).
-template <typename Vec>
-inline Vec fused_load(const typename Vec::value_type* data, int64_t count) {
-  return count == Vec::size() ? Vec::loadu(data) : Vec::loadu(data, count);
+// Where a backward loop puts one input's gradient: a value per element of the frame
+// (then reduce_to sums it to the input's shape), or, for an input the frame repeats,
+// sums kept per thread (a row of `stride` sums, then `stride` compensations) and added
+// up by value(), so that the broadcast input's gradient is never materialised at full
+// size.
+struct FusedGradient {
+  FusedGradient(FusedFrame& frame, bool needed, at::IntArrayRef input_shape)
+      : shape(input_shape.vec()),
+        period(frame.period_of(input_shape)),
+        size(frame.size) {
+    if (!needed) {
+      return;
+    }
+    frame.repeat(period);
+    if (period == size) {
+      buffer = frame.empty();
+    } else {
+      // A single value's sums are kept as vectors: room for any vector width, and a
+      // cache line of each thread's own.
+      stride = period > 0 ? period : 64;
+      buffer = at::zeros({at::get_num_threads(), 2 * stride},
+                         frame.inputs[0].options().dtype(frame.compute));
+    }
+  }
+
+  template <typename T>
+  T* data() const {
+    return buffer.defined() ? buffer.mutable_data_ptr<T>() : nullptr;
+  }
+
+  // The gradient: the frame's shape, the input's shape where summed, or undefined.
+  at::Tensor value() const {
+    if (!buffer.defined() || period == size) {
+      return buffer;
+    }
+    // Each thread's sums less their compensations, added up in double.
+    const at::Tensor rows = buffer.to(at::kDouble);
+    const at::Tensor sums = rows.narrow(1, 0, stride) - rows.narrow(1, stride, stride);
+    const at::Tensor total = period > 0 ? sums.sum(0) : sums.sum();
+    return total.to(buffer.scalar_type()).reshape(shape);
+  }
+
+  std::vector<int64_t> shape;
+  int64_t period;
+  int64_t size;
+  int64_t stride = 0;
+  at::Tensor buffer;
+};
+
+// Where a segment starting at element `start` reads a tensor of `period`.
+template <typename T>
+inline const T* fused_at(const T* data, int64_t period, int64_t start) {
+  return period > 0 ? data + start % period : data;
 }
 
-// Store `count` elements of `value` at `data`, unless `data` is null (not wanted).
+// `count` consecutive elements (a whole vector but at the end), `offset` elements into
+// a segment read at `at`; a single value broadcast.
 template <typename Vec>
-inline void fused_store(const Vec& value, typename Vec::value_type* data,
-                        int64_t count) {
-  if (data == nullptr) {
-    return;
-  } else if (count == Vec::size()) {
-    value.store(data);
-  } else {
-    value.store(data, count);
+inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
+                      int64_t offset, int64_t count) {
+  if (period == 0) {
+    return Vec(*at);
   }
+  return count == Vec::size() ? Vec::loadu(at + offset)
+                              : Vec::loadu(at + offset, count);
+}
+
+// Where a segment starting at element `start` writes a result of `period`: its place in
+// the frame, or, for a sum, its place in this thread's row of `stride`. Null: not
+// wanted.
+template <typename T>
+inline T* fused_sink(T* data, int64_t period, int64_t size, int64_t stride,
+                     int64_t start) {
+  if (data == nullptr || period == size) {
+    return data == nullptr ? nullptr : data + start;
+  }
+  T* row = data + at::get_thread_num() * 2 * stride;
+  return period > 0 ? row + start % period : row;
+}
+
+// Store `count` elements of `value` `offset` elements into a segment written at `at`,
+// or add them to the sums there: Kahan's compensated sums (the compensations `stride`
+// further on), as accurate as torch's cascade sum of the materialised gradient, where a
+// plain running sum over the rows would lose digits. A single value's sums add whole
+// vectors.
+template <typename Vec>
+inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t period,
+                        int64_t size, int64_t stride, int64_t offset, int64_t count) {
+  if (at == nullptr) {
+    return;
+  }
+  if (period == size) {
+    if (count == Vec::size()) {
+      value.store(at + offset);
+    } else {
+      value.store(at + offset, count);
+    }
+    return;
+  }
+  const Vec masked = count == Vec::size() ? value : Vec::set(Vec(0), value, count);
+  const int64_t width = period == 0 ? Vec::size() : count;
+  typename Vec::value_type* const sum_at = period == 0 ? at : at + offset;
+  typename Vec::value_type* const compensation_at = sum_at + stride;
+  const Vec sum = Vec::loadu(sum_at, width);
+  const Vec term = masked - Vec::loadu(compensation_at, width);
+  const Vec total = sum + term;
+  ((total - sum) - term).store(compensation_at, width);
+  total.store(sum_at, width);
 }
 
 // Functions the loops call that Vectorized has no method for.
@@ -228,35 +364,58 @@ inline Vec vec_not(const Vec& mask) {
 struct LogisticFused : public torch::autograd::Function<LogisticFused> {
   // The forward as one loop over the data.
   template <typename scalar_t>
-  static void forward_loop(int64_t size, const scalar_t* x_data, scalar_t* y_data) {
+  static void forward_loop(int64_t size, int64_t period, const scalar_t* x_data,
+                           int64_t x_period, scalar_t* y_data, int64_t y_data_period,
+                           int64_t y_data_stride) {
     using Vec = at::vec::Vectorized<scalar_t>;
     at::parallel_for(
         0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; i += Vec::size()) {
-            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
-            const Vec x = fused_load<Vec>(x_data + i, count);
-            const Vec _t0 = vec_exp(x.abs().neg());
-            fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
-                                          (x >= Vec(static_cast<scalar_t>(0.0)))) /
-                              (_t0 + Vec(static_cast<scalar_t>(1.0)))),
-                             y_data == nullptr ? nullptr : y_data + i, count);
+          for (int64_t start = begin; start < end;) {
+            const int64_t stop = std::min(end, start + period - start % period);
+            const scalar_t* const x_at = fused_at(x_data, x_period, start);
+            scalar_t* const y_data_at =
+                fused_sink(y_data, y_data_period, size, y_data_stride, start);
+            for (int64_t i = start; i < stop; i += Vec::size()) {
+              const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+              const Vec x = fused_load<Vec>(x_at, x_period, i - start, count);
+              const Vec _t0 = vec_exp(x.abs().neg());
+              fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
+                                            (x >= Vec(static_cast<scalar_t>(0.0)))) /
+                                (_t0 + Vec(static_cast<scalar_t>(1.0)))),
+                               y_data_at, y_data_period, size, y_data_stride, i - start,
+                               count);
+            }
+            start = stop;
           }
         });
   }
 
   // The backward as one loop over the data.
   template <typename scalar_t>
-  static void backward_loop(int64_t size, const scalar_t* grad_y_data,
-                            const scalar_t* y_data, scalar_t* grad_x_data) {
+  static void backward_loop(int64_t size, int64_t period, const scalar_t* grad_y_data,
+                            int64_t grad_y_period, const scalar_t* y_data,
+                            int64_t y_period, scalar_t* grad_x_data,
+                            int64_t grad_x_data_period, int64_t grad_x_data_stride) {
     using Vec = at::vec::Vectorized<scalar_t>;
     at::parallel_for(
         0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; i += Vec::size()) {
-            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
-            const Vec grad_y = fused_load<Vec>(grad_y_data + i, count);
-            const Vec y = fused_load<Vec>(y_data + i, count);
-            fused_store<Vec>((grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)),
-                             grad_x_data == nullptr ? nullptr : grad_x_data + i, count);
+          for (int64_t start = begin; start < end;) {
+            const int64_t stop = std::min(end, start + period - start % period);
+            const scalar_t* const grad_y_at =
+                fused_at(grad_y_data, grad_y_period, start);
+            const scalar_t* const y_at = fused_at(y_data, y_period, start);
+            scalar_t* const grad_x_data_at = fused_sink(
+                grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
+            for (int64_t i = start; i < stop; i += Vec::size()) {
+              const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+              const Vec grad_y =
+                  fused_load<Vec>(grad_y_at, grad_y_period, i - start, count);
+              const Vec y = fused_load<Vec>(y_at, y_period, i - start, count);
+              fused_store<Vec>((grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)),
+                               grad_x_data_at, grad_x_data_period, size,
+                               grad_x_data_stride, i - start, count);
+            }
+            start = stop;
           }
         });
   }
@@ -266,23 +425,26 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
     const FusedFrame frame({x});
     const variable_list outputs = {frame.empty()};
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused", [&] {
-      forward_loop<scalar_t>(frame.size, frame.data<scalar_t>(0),
-                             outputs[0].mutable_data_ptr<scalar_t>());
+      forward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
+                             frame.periods[0], outputs[0].mutable_data_ptr<scalar_t>(),
+                             frame.size, 0);
     });
     return {frame.result(outputs[0])};
   }
 
-  // The gradients by backward_loop, in the broadcast shape; undefined where not needed.
+  // The gradients by backward_loop: in the input's shape where the loop sums them, else
+  // in the broadcast shape; undefined where not needed.
   static variable_list fused_gradients(const at::Tensor& grad_y, const at::Tensor& y,
-                                       bool need_x) {
-    const FusedFrame frame({grad_y, y});
-    const variable_list gradients = {need_x ? frame.empty() : at::Tensor()};
+                                       bool need_x, at::IntArrayRef grad_x_shape) {
+    FusedFrame frame({grad_y, y});
+    const FusedGradient grad_x_sink(frame, need_x, grad_x_shape);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused", [&] {
-      backward_loop<scalar_t>(
-          frame.size, frame.data<scalar_t>(0), frame.data<scalar_t>(1),
-          gradients[0].defined() ? gradients[0].mutable_data_ptr<scalar_t>() : nullptr);
+      backward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
+                              frame.periods[0], frame.data<scalar_t>(1),
+                              frame.periods[1], grad_x_sink.data<scalar_t>(),
+                              grad_x_sink.period, grad_x_sink.stride);
     });
-    return {frame.result(gradients[0])};
+    return {frame.result(grad_x_sink.value())};
   }
 
   // The forward's values: the outputs.
@@ -309,7 +471,7 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, y})) {
-      const variable_list fused = fused_gradients(grad_y, y, need_x);
+      const variable_list fused = fused_gradients(grad_y, y, need_x, x_shape);
       grad_x = fused[0];
       return {reduce_to(grad_x, x_shape)};
     }
@@ -344,35 +506,58 @@ inline at::Tensor logistic_fused(const at::Tensor& x) {
 struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
   // The forward as one loop over the data.
   template <typename scalar_t>
-  static void forward_loop(int64_t size, const scalar_t* x_data, scalar_t* y_data) {
+  static void forward_loop(int64_t size, int64_t period, const scalar_t* x_data,
+                           int64_t x_period, scalar_t* y_data, int64_t y_data_period,
+                           int64_t y_data_stride) {
     using Vec = at::vec::Vectorized<scalar_t>;
     at::parallel_for(
         0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; i += Vec::size()) {
-            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
-            const Vec x = fused_load<Vec>(x_data + i, count);
-            const Vec _t0 = vec_exp(x.abs().neg());
-            fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
-                                          (x >= Vec(static_cast<scalar_t>(0.0)))) /
-                              (_t0 + Vec(static_cast<scalar_t>(1.0)))),
-                             y_data == nullptr ? nullptr : y_data + i, count);
+          for (int64_t start = begin; start < end;) {
+            const int64_t stop = std::min(end, start + period - start % period);
+            const scalar_t* const x_at = fused_at(x_data, x_period, start);
+            scalar_t* const y_data_at =
+                fused_sink(y_data, y_data_period, size, y_data_stride, start);
+            for (int64_t i = start; i < stop; i += Vec::size()) {
+              const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+              const Vec x = fused_load<Vec>(x_at, x_period, i - start, count);
+              const Vec _t0 = vec_exp(x.abs().neg());
+              fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
+                                            (x >= Vec(static_cast<scalar_t>(0.0)))) /
+                                (_t0 + Vec(static_cast<scalar_t>(1.0)))),
+                               y_data_at, y_data_period, size, y_data_stride, i - start,
+                               count);
+            }
+            start = stop;
           }
         });
   }
 
   // The backward as one loop over the data.
   template <typename scalar_t>
-  static void backward_loop(int64_t size, const scalar_t* grad_y_data,
-                            const scalar_t* y_data, scalar_t* grad_x_data) {
+  static void backward_loop(int64_t size, int64_t period, const scalar_t* grad_y_data,
+                            int64_t grad_y_period, const scalar_t* y_data,
+                            int64_t y_period, scalar_t* grad_x_data,
+                            int64_t grad_x_data_period, int64_t grad_x_data_stride) {
     using Vec = at::vec::Vectorized<scalar_t>;
     at::parallel_for(
         0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; i += Vec::size()) {
-            const int64_t count = std::min<int64_t>(Vec::size(), end - i);
-            const Vec grad_y = fused_load<Vec>(grad_y_data + i, count);
-            const Vec y = fused_load<Vec>(y_data + i, count);
-            fused_store<Vec>((grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)),
-                             grad_x_data == nullptr ? nullptr : grad_x_data + i, count);
+          for (int64_t start = begin; start < end;) {
+            const int64_t stop = std::min(end, start + period - start % period);
+            const scalar_t* const grad_y_at =
+                fused_at(grad_y_data, grad_y_period, start);
+            const scalar_t* const y_at = fused_at(y_data, y_period, start);
+            scalar_t* const grad_x_data_at = fused_sink(
+                grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
+            for (int64_t i = start; i < stop; i += Vec::size()) {
+              const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+              const Vec grad_y =
+                  fused_load<Vec>(grad_y_at, grad_y_period, i - start, count);
+              const Vec y = fused_load<Vec>(y_at, y_period, i - start, count);
+              fused_store<Vec>((grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)),
+                               grad_x_data_at, grad_x_data_period, size,
+                               grad_x_data_stride, i - start, count);
+            }
+            start = stop;
           }
         });
   }
@@ -382,23 +567,26 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
     const FusedFrame frame({x});
     const variable_list outputs = {frame.empty()};
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused_", [&] {
-      forward_loop<scalar_t>(frame.size, frame.data<scalar_t>(0),
-                             outputs[0].mutable_data_ptr<scalar_t>());
+      forward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
+                             frame.periods[0], outputs[0].mutable_data_ptr<scalar_t>(),
+                             frame.size, 0);
     });
     return {frame.result(outputs[0])};
   }
 
-  // The gradients by backward_loop, in the broadcast shape; undefined where not needed.
+  // The gradients by backward_loop: in the input's shape where the loop sums them, else
+  // in the broadcast shape; undefined where not needed.
   static variable_list fused_gradients(const at::Tensor& grad_y, const at::Tensor& y,
-                                       bool need_x) {
-    const FusedFrame frame({grad_y, y});
-    const variable_list gradients = {need_x ? frame.empty() : at::Tensor()};
+                                       bool need_x, at::IntArrayRef grad_x_shape) {
+    FusedFrame frame({grad_y, y});
+    const FusedGradient grad_x_sink(frame, need_x, grad_x_shape);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused_", [&] {
-      backward_loop<scalar_t>(
-          frame.size, frame.data<scalar_t>(0), frame.data<scalar_t>(1),
-          gradients[0].defined() ? gradients[0].mutable_data_ptr<scalar_t>() : nullptr);
+      backward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
+                              frame.periods[0], frame.data<scalar_t>(1),
+                              frame.periods[1], grad_x_sink.data<scalar_t>(),
+                              grad_x_sink.period, grad_x_sink.stride);
     });
-    return {frame.result(gradients[0])};
+    return {frame.result(grad_x_sink.value())};
   }
 
   // The forward's values: the outputs.
@@ -427,7 +615,7 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, y})) {
-      const variable_list fused = fused_gradients(grad_y, y, need_x);
+      const variable_list fused = fused_gradients(grad_y, y, need_x, x_shape);
       grad_x = fused[0];
       return {reduce_to(grad_x, x_shape)};
     }
