@@ -220,6 +220,7 @@ struct FusedFrame {
     if (repeats > 0) {
       period = std::min(period, repeats);
     }
+    repeating = repeating || repeats != size;
   }
 
   template <typename T>
@@ -246,6 +247,8 @@ struct FusedFrame {
   std::vector<int64_t> periods;
   int64_t size = 0;
   int64_t period = 0;
+  // Whether any tensor or sum repeats: the loops then run their kRepeats instance.
+  bool repeating = false;
 };
 
 // Where a backward loop puts one input's gradient: a value per element of the frame
@@ -304,11 +307,12 @@ inline const T* fused_at(const T* data, int64_t period, int64_t start) {
 }
 
 // `count` consecutive elements (a whole vector but at the end), `offset` elements into
-// a segment read at `at`; a single value broadcast.
-template <typename Vec>
+// a segment read at `at`; a single value broadcast. (kRepeats false: no tensor repeats,
+// and the loop has no test for it.)
+template <bool kRepeats, typename Vec>
 inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
                       int64_t offset, int64_t count) {
-  if (period == 0) {
+  if (kRepeats && period == 0) {
     return Vec(*at);
   }
   return count == Vec::size() ? Vec::loadu(at + offset)
@@ -328,23 +332,32 @@ inline T* fused_sink(T* data, int64_t period, int64_t size, int64_t stride,
   return period > 0 ? row + start % period : row;
 }
 
-// Store `count` elements of `value` `offset` elements into a segment written at `at`,
-// or add them to the sums there: Kahan's compensated sums (the compensations `stride`
-// further on), as accurate as torch's cascade sum of the materialised gradient, where a
-// plain running sum over the rows would lose digits. A single value's sums add whole
-// vectors.
+// Store `count` elements of `value` `offset` elements into a segment written at `at`
+// (null: not wanted).
 template <typename Vec>
+inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t offset,
+                        int64_t count) {
+  if (at == nullptr) {
+    return;
+  } else if (count == Vec::size()) {
+    value.store(at + offset);
+  } else {
+    value.store(at + offset, count);
+  }
+}
+
+// The same where the result may be summed (FusedGradient, period < size): add to the
+// sums at `at` by Kahan's compensated summation (the compensations `stride` further
+// on), as accurate as torch's cascade sum of a materialised gradient, where a plain
+// running sum over the rows would lose digits. A single value's sums add whole vectors.
+template <bool kRepeats, typename Vec>
 inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t period,
                         int64_t size, int64_t stride, int64_t offset, int64_t count) {
   if (at == nullptr) {
     return;
   }
-  if (period == size) {
-    if (count == Vec::size()) {
-      value.store(at + offset);
-    } else {
-      value.store(at + offset, count);
-    }
+  if (!kRepeats || period == size) {
+    fused_store(value, at, offset, count);
     return;
   }
   const Vec masked = count == Vec::size() ? value : Vec::set(Vec(0), value, count);
@@ -450,24 +463,21 @@ inline Vec vec_not(const Vec& mask) {
 // Mish, x * tanh(softplus(x)), with forward and backward compiled.
 struct MishFused : public torch::autograd::Function<MishFused> {
   // The forward as one loop over the data.
-  template <typename scalar_t>
+  template <typename scalar_t, bool kRepeats>
   static void forward_loop(int64_t size, int64_t period, const scalar_t* x_data,
-                           int64_t x_period, scalar_t* y_data, int64_t y_data_period,
-                           int64_t y_data_stride, scalar_t* saved0_data,
-                           int64_t saved0_data_period, int64_t saved0_data_stride) {
+                           int64_t x_period, scalar_t* y_data, scalar_t* saved0_data) {
     using Vec = at::vec::Vectorized<scalar_t>;
     at::parallel_for(
         0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
           for (int64_t start = begin; start < end;) {
             const int64_t stop = std::min(end, start + period - start % period);
             const scalar_t* const x_at = fused_at(x_data, x_period, start);
-            scalar_t* const y_data_at =
-                fused_sink(y_data, y_data_period, size, y_data_stride, start);
-            scalar_t* const saved0_data_at = fused_sink(
-                saved0_data, saved0_data_period, size, saved0_data_stride, start);
+            scalar_t* const y_data_at = y_data == nullptr ? nullptr : y_data + start;
+            scalar_t* const saved0_data_at =
+                saved0_data == nullptr ? nullptr : saved0_data + start;
             for (int64_t i = start; i < stop; i += Vec::size()) {
               const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
-              const Vec x = fused_load<Vec>(x_at, x_period, i - start, count);
+              const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
               const Vec _t1 = vec_exp(x.abs().neg());
               const Vec _t2 = (_t1 * _t1);
               const Vec _t3 = (Vec(static_cast<scalar_t>(2.0)) * _t1);
@@ -478,9 +488,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
                                 (_t2 + _t3 + Vec(static_cast<scalar_t>(2.0)))),
                                (_t4 / ((Vec(static_cast<scalar_t>(2.0)) * _t2) + _t4)),
                                (x >= Vec(static_cast<scalar_t>(0.0))))),
-                  y_data_at, y_data_period, size, y_data_stride, i - start, count);
-              fused_store<Vec>(_t1, saved0_data_at, saved0_data_period, size,
-                               saved0_data_stride, i - start, count);
+                  y_data_at, i - start, count);
+              fused_store<Vec>(_t1, saved0_data_at, i - start, count);
             }
             start = stop;
           }
@@ -488,7 +497,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   }
 
   // The backward as one loop over the data.
-  template <typename scalar_t>
+  template <typename scalar_t, bool kRepeats>
   static void backward_loop(int64_t size, int64_t period, const scalar_t* grad_y_data,
                             int64_t grad_y_period, const scalar_t* x_data,
                             int64_t x_period, const scalar_t* saved0_data,
@@ -509,10 +518,10 @@ struct MishFused : public torch::autograd::Function<MishFused> {
             for (int64_t i = start; i < stop; i += Vec::size()) {
               const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
               const Vec grad_y =
-                  fused_load<Vec>(grad_y_at, grad_y_period, i - start, count);
-              const Vec x = fused_load<Vec>(x_at, x_period, i - start, count);
+                  fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
+              const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
               const Vec saved0 =
-                  fused_load<Vec>(saved0_at, saved0_period, i - start, count);
+                  fused_load<kRepeats, Vec>(saved0_at, saved0_period, i - start, count);
               const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
               const Vec _t6 = (saved0 * saved0);
               const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
@@ -521,7 +530,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
                   (saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
                    (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
                   (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
-              fused_store<Vec>(
+              fused_store<kRepeats, Vec>(
                   (grad_y *
                    (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
                            Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
@@ -539,10 +548,12 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     const FusedFrame frame({x});
     const variable_list outputs = {frame.empty(), frame.empty()};
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
-      forward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
-                             frame.periods[0], outputs[0].mutable_data_ptr<scalar_t>(),
-                             frame.size, 0, outputs[1].mutable_data_ptr<scalar_t>(),
-                             frame.size, 0);
+      (frame.repeating
+           ? forward_loop<scalar_t, true>
+           : forward_loop<scalar_t, false>)(frame.size, frame.period,
+                                            frame.data<scalar_t>(0), frame.periods[0],
+                                            outputs[0].mutable_data_ptr<scalar_t>(),
+                                            outputs[1].mutable_data_ptr<scalar_t>());
     });
     return {frame.result(outputs[0]), frame.result(outputs[1])};
   }
@@ -555,11 +566,14 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     FusedFrame frame({grad_y, x, saved0});
     const FusedGradient grad_x_sink(frame, need_x, grad_x_shape);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
-      backward_loop<scalar_t>(frame.size, frame.period, frame.data<scalar_t>(0),
-                              frame.periods[0], frame.data<scalar_t>(1),
-                              frame.periods[1], frame.data<scalar_t>(2),
-                              frame.periods[2], grad_x_sink.data<scalar_t>(),
-                              grad_x_sink.period, grad_x_sink.stride);
+      (frame.repeating
+           ? backward_loop<scalar_t, true>
+           : backward_loop<scalar_t, false>)(frame.size, frame.period,
+                                             frame.data<scalar_t>(0), frame.periods[0],
+                                             frame.data<scalar_t>(1), frame.periods[1],
+                                             frame.data<scalar_t>(2), frame.periods[2],
+                                             grad_x_sink.data<scalar_t>(),
+                                             grad_x_sink.period, grad_x_sink.stride);
     });
     return {frame.result(grad_x_sink.value())};
   }
