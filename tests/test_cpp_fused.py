@@ -16,7 +16,7 @@ import sympy
 import symgrad
 from symgrad.ad.derive import derive
 from symgrad.backends.base import UnprintableError
-from symgrad.backends.cpp.fused import FusedLoops, fused_loops
+from symgrad.backends.cpp.fused import FusedLoops, Summed, fused_loops
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.language import functions, piecewise
 
@@ -87,11 +87,23 @@ def test_gradients_of_several_inputs_and_numbers() -> None:
     assert loops.forward.numbers == ("a",)
 
 
+def test_an_output_averaged_over_every_element_is_summed_by_the_forward_loop() -> None:
+    loops = _loops("mean(x * sigmoid(x), dim=-1)")
+    assert loops is not None
+    # The output is summed; the sigmoid stored for the backward has a value per element.
+    assert loops.summed == (Summed(dims=(-1,), keepdim=False, mean=True), None)
+    # The backward loop reads the output's gradient unsqueezed, and the element count.
+    assert loops.backward.arguments[0] == "grad_y.unsqueeze(-1)"
+    assert loops.required == ("grad_y",)
+    assert any(n.startswith("_t") for n in loops.backward.numbers)
+
+
 @pytest.mark.parametrize(
     ("output", "mode"),
     [
         ("x * sigmoid(x)", "eager"),  # not asked for
-        ("sum(x * x)", "fused"),  # a reduction
+        ("x - mean(x)", "fused"),  # a reduction inside an elementwise output
+        ("softmax(x, dim=-1)", "fused"),  # a normalisation
         ("polygamma(1, x)", "fused"),  # no vectorized form
     ],
 )

@@ -2,9 +2,11 @@
 
 An input with a value per element, one covering the trailing dims and repeating over the
 leading ones (read in place, its gradient summed in the loop), one too short to be worth
-that (expanded), a single value, and one broadcast along a trailing dim (expanded); at 1
-and 2 threads, in float64 and float32, with shapes that leave partial vectors. Building
-costs about 30 s, so this runs in the C++ slow mode only:
+that (expanded), a single value, and one broadcast along a trailing dim (expanded); and a
+loss averaged over its last dim (summed in the forward loop where that is every element,
+ATen's forward otherwise, the backward loop in both); at 1 and 2 threads, in float64 and
+float32, with shapes that leave partial vectors. Building costs about 30 s a spec, so
+this runs in the C++ slow mode only:
 
     SYMGRAD_CPP_TESTS=all python -m pytest tests/test_cpp_fused_loops.py
 """
@@ -49,20 +51,70 @@ def reference(x: torch.Tensor, b: torch.Tensor, c: torch.Tensor, r: torch.Tensor
     return x * torch.sigmoid(b * x + c) + 0.5 * r * torch.exp(-c * x)
 
 
+HUBER = """\
+name: HuberLoss
+inputs:
+  x: {type: tensor, shape: [16]}
+  target: {type: tensor, shape: [16], requires_grad: false}
+  delta: {type: float, default: 1.0}
+where:
+  d: x - target
+  a: abs(d)
+outputs:
+  loss: mean(where(a < delta, 0.5 * d**2, delta * (a - 0.5 * delta)), dim=-1)
+mode: fused
+"""
+
+
+def huber(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.huber_loss(x, target, reduction="none").mean(-1)
+
+
+def _build(folder: Path, text: str, module: str) -> ModuleType:
+    """Generate `text` into `folder` and import its loader (which builds it)."""
+    (folder / "spec.yaml").write_text(text, encoding="utf-8")
+    assert main(["gen", str(folder / "spec.yaml"), "--target", "cpp", "-o", str(folder), "-q"]) == 0
+    assert "forward_loop" in (folder / f"{module}.cpp").read_text(encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(module, folder / f"{module}.py")
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    """The spec's loader, imported (which builds it)."""
-    folder: Path = tmp_path_factory.mktemp("fused_loops")
-    (folder / "spec.yaml").write_text(SPEC, encoding="utf-8")
-    assert main(["gen", str(folder / "spec.yaml"), "--target", "cpp", "-o", str(folder), "-q"]) == 0
-    assert "forward_loop" in (folder / "broadcast_mix.cpp").read_text(encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("broadcast_mix", folder / "broadcast_mix.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The broadcasting spec's loader, imported."""
     threads = torch.get_num_threads()
-    yield module
+    yield _build(tmp_path_factory.mktemp("fused_loops"), SPEC, "broadcast_mix")
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def built_huber(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    """The Huber spec's loader, imported."""
+    threads = torch.get_num_threads()
+    yield _build(tmp_path_factory.mktemp("fused_huber"), HUBER, "huber_loss")
+    torch.set_num_threads(threads)
+
+
+def _assert_as_accurate(
+    mine: tuple[torch.Tensor, ...],
+    theirs: tuple[torch.Tensor, ...],
+    exact: tuple[torch.Tensor, ...],
+    dtype: torch.dtype,
+) -> None:
+    """float64 to 1e-11; float32 within 4x autograd's own float32 error (both against
+    float64), so the loop's sums are as accurate as torch's."""
+    for n, (a, e, t) in enumerate(zip(mine, theirs, exact, strict=True)):
+        assert a.shape == e.shape, n
+        scale = t.abs().max()
+        error = ((a.double() - t).abs().max() / scale).item()
+        if dtype == torch.float64:
+            assert error < 1e-11, n
+        else:
+            autograd_error = ((e.double() - t).abs().max() / scale).item()
+            assert error <= 4 * autograd_error + 16 * torch.finfo(dtype).eps, n
 
 
 SHAPES = [(3, 37), (3, 130), (1000, 130), (517, 256), (1, 100003), (40000, 3)]
@@ -73,8 +125,6 @@ SHAPES = [(3, 37), (3, 130), (1000, 130), (517, 256), (1, 100003), (40000, 3)]
 def test_values_and_gradients_match_autograd(
     built: ModuleType, threads: int, rows: int, cols: int
 ) -> None:
-    """float64 to 1e-11; float32 within 4x autograd's own float32 error (both against
-    float64), so the loop's summed gradients are as accurate as torch's sums."""
     torch.set_num_threads(threads)
     for dtype in (torch.float64, torch.float32):
         generator = torch.Generator().manual_seed(rows * cols)
@@ -83,20 +133,37 @@ def test_values_and_gradients_match_autograd(
         out = built.broadcast_mix(*inputs)
         expected = reference(*inputs)
         cotangent = torch.randn(expected.shape, dtype=dtype, generator=generator)
-        mine = (out, *torch.autograd.grad(out, inputs, cotangent))
-        theirs = (expected, *torch.autograd.grad(expected, inputs, cotangent))
         exact_inputs = [t.detach().double().requires_grad_() for t in inputs]
         exact_out = reference(*exact_inputs)
-        exact = (exact_out, *torch.autograd.grad(exact_out, exact_inputs, cotangent.double()))
-        for name, a, e, t in zip(["y", "x", "b", "c", "r"], mine, theirs, exact, strict=True):
-            assert a.shape == e.shape, name
-            scale = t.abs().max()
-            error = ((a.double() - t).abs().max() / scale).item()
-            if dtype == torch.float64:
-                assert error < 1e-11, name
-            else:
-                autograd_error = ((e.double() - t).abs().max() / scale).item()
-                assert error <= 4 * autograd_error + 16 * torch.finfo(dtype).eps, name
+        _assert_as_accurate(
+            (out, *torch.autograd.grad(out, inputs, cotangent)),
+            (expected, *torch.autograd.grad(expected, inputs, cotangent)),
+            (exact_out, *torch.autograd.grad(exact_out, exact_inputs, cotangent.double())),
+            dtype,
+        )
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(16,), (100003,), (5, 300), (1, 7)])
+def test_a_loss_summed_in_the_loop_matches_autograd(
+    built_huber: ModuleType, threads: int, shape: tuple[int, ...]
+) -> None:
+    torch.set_num_threads(threads)
+    for dtype in (torch.float64, torch.float32):
+        generator = torch.Generator().manual_seed(len(shape))
+        x = (2 * torch.randn(shape, dtype=dtype, generator=generator)).requires_grad_()
+        target = torch.randn(shape, dtype=dtype, generator=generator)
+        out = built_huber.huber_loss(x, target)
+        expected = huber(x, target)
+        cotangent = torch.randn(expected.shape, dtype=dtype, generator=generator)
+        exact_x = x.detach().double().requires_grad_()
+        exact_out = huber(exact_x, target.double())
+        _assert_as_accurate(
+            (out, *torch.autograd.grad(out, x, cotangent)),
+            (expected, *torch.autograd.grad(expected, x, cotangent)),
+            (exact_out, *torch.autograd.grad(exact_out, exact_x, cotangent.double())),
+            dtype,
+        )
 
 
 def test_gradcheck_through_summed_gradients(built: ModuleType) -> None:

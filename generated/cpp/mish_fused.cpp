@@ -300,6 +300,24 @@ struct FusedGradient {
   at::Tensor buffer;
 };
 
+// Whether a reduction over `dims` (empty: all) of the frame's shape leaves one value.
+inline bool fused_sums_all(at::IntArrayRef shape, std::initializer_list<int64_t> dims) {
+  std::vector<bool> summed(shape.size(), dims.size() == 0);
+  for (const int64_t dim : dims) {
+    summed[at::maybe_wrap_dim(dim, static_cast<int64_t>(shape.size()))] = true;
+  }
+  return std::all_of(summed.begin(), summed.end(), [](bool all) { return all; });
+}
+
+// An output summed over every element (`sum`, one value) in its shape, averaged for a
+// mean.
+inline at::Tensor fused_total(const at::Tensor& sum, const FusedFrame& frame,
+                              bool keepdim, bool mean) {
+  const at::Tensor total =
+      sum.reshape(std::vector<int64_t>(keepdim ? frame.shape.size() : 0, 1));
+  return mean ? total / static_cast<double>(frame.size) : total;
+}
+
 // Where a segment starting at element `start` reads a tensor of `period`.
 template <typename T>
 inline const T* fused_at(const T* data, int64_t period, int64_t start) {
@@ -545,17 +563,18 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 
   // The forward's values by forward_loop.
   static variable_list fused_values(const at::Tensor& x) {
-    const FusedFrame frame({x});
-    const variable_list outputs = {frame.empty(), frame.empty()};
+    FusedFrame frame({x});
+    const at::Tensor out0 = frame.empty();
+    const at::Tensor out1 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
       (frame.repeating
            ? forward_loop<scalar_t, true>
            : forward_loop<scalar_t, false>)(frame.size, frame.period,
                                             frame.data<scalar_t>(0), frame.periods[0],
-                                            outputs[0].mutable_data_ptr<scalar_t>(),
-                                            outputs[1].mutable_data_ptr<scalar_t>());
+                                            out0.mutable_data_ptr<scalar_t>(),
+                                            out1.mutable_data_ptr<scalar_t>());
     });
-    return {frame.result(outputs[0]), frame.result(outputs[1])};
+    return {frame.result(out0), frame.result(out1)};
   }
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else

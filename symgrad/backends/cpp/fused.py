@@ -1,14 +1,18 @@
 """`mode: fused` for the C++ target: the forward and the backward each as one CPU loop.
 
-Note [Fused loops]: for an elementwise spec (no reduction anywhere), the forward and the
-backward each run as one `at::parallel_for` over the data, on at::vec::Vectorized
-values: every input element is read once, every result written once, and nothing is
-materialised between operations, where the ATen Function makes a pass over memory per
-operation. The loops run on CPU tensors of a floating dtype (half and bfloat16 computed
-in float), broadcast to one shape and made contiguous first. Everything else takes the
-ATen path: other devices, torch.compile's fake tensors, and the backward when grad mode
-is on (double backward differentiates the ATen operations). The statements are the IR's:
-the same formulas, read from the same saved tensors (in fused mode nothing else is
+Note [Fused loops]: for an elementwise spec, the forward and the backward each run as one
+`at::parallel_for` over the data, on at::vec::Vectorized values: every input element is
+read once, every result written once, and nothing is materialised between operations,
+where the ATen Function makes a pass over memory per operation. The loops run on CPU
+tensors of a floating dtype (half and bfloat16 computed in float), broadcast to one shape;
+a broadcast input that covers the trailing dims is read in place and its gradient summed
+in the loop (FusedFrame, FusedGradient in fused.cpp.jinja). An output may also sum or
+average its elementwise value over every element (a loss such as Huber's mean): the
+forward loop sums it, and the backward loop reads the output's gradient as one value;
+where the reduction leaves dims, the forward runs ATen operations. Everything else takes
+the ATen path: other devices, torch.compile's fake tensors, and the backward when grad
+mode is on (double backward differentiates the ATen operations). The statements are the
+IR's: the same formulas, read from the same saved tensors (in fused mode nothing else is
 saved: symgrad.ad.derive), so the two paths agree up to rounding.
 """
 
@@ -23,7 +27,7 @@ from symgrad.ad.ir import Assignment, Derived, Namer, cse
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.backends.statements import backward_statements
-from symgrad.frontend.model import InputType, Spec
+from symgrad.frontend.model import InputType
 from symgrad.language import functions, piecewise, pullbacks, reductions
 from symgrad.language.piecewise import is_condition
 
@@ -40,6 +44,18 @@ class Loop:
     lines: tuple[str, ...]
     # (pointer name, value): stored each step; a pointer may be null (not wanted).
     stores: tuple[tuple[str, str], ...]
+    # What the caller passes for each load (a gradient unsqueezed where the forward reduced).
+    arguments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Summed:
+    """A forward output that is the sum or mean of its loop value over every element."""
+
+    # The reduction's dims (empty: all) and keepdim, for the output's shape.
+    dims: tuple[int, ...]
+    keepdim: bool
+    mean: bool
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,12 @@ class FusedLoops:
     gradients: tuple[tuple[str, str, str], ...]
     # Forward values the forward loop stores for the backward loop, beyond the outputs.
     saved: tuple[str, ...] = ()
+    # Per forward store: how the output is reduced, or None for a value per element.
+    summed: tuple[Summed | None, ...] = ()
+    # Gradients of residual outputs: the loops assume them undefined (they always are).
+    unused: tuple[str, ...] = ()
+    # Gradients that must be defined before the loop's arguments are (they unsqueeze them).
+    required: tuple[str, ...] = ()
 
 
 def fused_loops(
@@ -63,10 +85,11 @@ def fused_loops(
 ) -> FusedLoops | None:
     """The fused loops of `derived` (Note [Fused loops]), or None where it has none.
 
-    None for a spec that is not elementwise or computes a condition as an output, and
-    where some function has no Vectorized spelling.
+    None for a spec that is not elementwise (but for outputs that sum or average over
+    every element) or computes a condition as an output, and where some function has
+    no Vectorized spelling.
     """
-    if derived.spec.mode != "fused" or not _elementwise(derived):
+    if derived.spec.mode != "fused" or not _fusible(derived):
         return None
     if any(i.type is InputType.BOOL for i in derived.spec.inputs):
         return None  # a flag would be a number in the loop, not a mask
@@ -75,20 +98,31 @@ def fused_loops(
     name = printer.doprint
     spec = derived.spec
     values = _inlined(derived.forward)
-    outputs = [values[o.symbol] for o in spec.outputs]
+    outputs, summed = _stored_outputs(derived, values)
     received = [i for i in spec.inputs if i.name in gradient_names]
+    residual_grads = {p.grad for p in derived.backward if p.output in derived.residuals}
     statements = _inlined(backward_statements(derived))
     totals = [
         expanded(
-            sympy.Add(*(g.expr for p in derived.backward for g in p.gradients if g.input == item))
+            sympy.Add(
+                *(
+                    g.expr
+                    for p in derived.backward
+                    if p.grad not in residual_grads
+                    for g in p.gradients
+                    if g.input == item
+                )
+            )
         ).xreplace(statements)
         for item in received
     ]
     if sum(sympy.count_ops(e) for e in [*outputs, *totals]) > _MAX_INLINED_OPS:
         return None
-    saved = _saved_calls(totals, outputs, spec, namer)
+    totals, unsqueezed = _unsqueezed_grads(totals, printer, namer)
+    reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
+    saved = _saved_calls(totals, outputs, derived, reduced, namer)
     totals = [t.xreplace(saved) for t in totals]
-    definitions = {o.symbol: v for o, v in zip(spec.outputs, outputs, strict=True)}
+    definitions = _definitions(derived, outputs, reduced)
     stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
     try:
         forward_lines, forward_values = _loop(stored, printer, namer)
@@ -97,11 +131,16 @@ def fused_loops(
         return None
     forward_reads = set().union(*(e.free_symbols for e in stored))
     backward_reads = set().union(*(e.free_symbols for e in totals))
-    loads = [part.grad for part in derived.backward] + list(derived.saved_tensors)
     tensors = tuple(name(i.symbol) for i in spec.tensor_inputs if i.symbol in forward_reads)
     if not tensors:
         return None
-    targets = [*(o.symbol for o in spec.outputs), *saved.values()]
+    loads = [
+        s
+        for s in [*(p.grad for p in derived.backward), *unsqueezed, *derived.saved_tensors]
+        if s in backward_reads
+    ]
+    facts = [f.target for f in derived.shape_facts if f.target in backward_reads]
+    targets = [*(o.symbol for o in derived.outputs), *saved.values()]
     return FusedLoops(
         Loop(
             loads=tensors,
@@ -112,20 +151,26 @@ def fused_loops(
             stores=tuple(
                 (f"{name(t)}_data", value) for t, value in zip(targets, forward_values, strict=True)
             ),
+            arguments=tensors,
         ),
         Loop(
-            loads=tuple(name(s) for s in [*loads, *saved.values()] if s in backward_reads),
-            numbers=tuple(
-                name(i.symbol) for i in derived.saved_numbers if i.symbol in backward_reads
+            loads=tuple(name(s) for s in [*loads, *saved.values()]),
+            numbers=(
+                *(name(i.symbol) for i in derived.saved_numbers if i.symbol in backward_reads),
+                *(name(f) for f in facts),
             ),
             lines=backward_lines,
             stores=tuple(
                 (f"{gradient_names[item.name]}_data", value)
                 for item, value in zip(received, backward_values, strict=True)
             ),
+            arguments=tuple(unsqueezed.get(s, name(s)) for s in [*loads, *saved.values()]),
         ),
         tuple((gradient_names[i.name], need_names[i.name], input_shapes[i.name]) for i in received),
         tuple(name(s) for s in saved.values()),
+        (*summed, *(None for _ in saved)),
+        tuple(name(p.grad) for p in derived.backward if p.grad in residual_grads),
+        tuple(sorted({code.split(".")[0] for code in unsqueezed.values()})),
     )
 
 
@@ -136,25 +181,80 @@ _MAX_INLINED_OPS = 3000
 _MAX_SAVED_CALLS = 2
 # Functions too cheap to be worth a pass over memory to keep.
 _CHEAP = frozenset({"abs", "sign", "floor", "ceil", "round"})
+# What the loops cannot compute inside an expression.
+_NOT_ELEMENTWISE = (
+    reductions.Reduction,
+    reductions.Normalization,
+    reductions.SumTo,
+    reductions.Unsqueeze,
+    reductions.ShapeFact,
+)
 
 
-def _elementwise(derived: Derived) -> bool:
-    """No reduction, shape fact, residual or saved value; no condition as an output."""
-    if derived.residuals or derived.saved_values or derived.shape_facts:
+def _fusible(derived: Derived) -> bool:
+    """Elementwise but for outputs that sum or average everything and the backward's
+    unsqueezed gradients and element counts; no saved value; no condition as an output."""
+    if derived.saved_values or any(
+        not isinstance(f.expr, reductions.Count) for f in derived.shape_facts
+    ):
         return False
-    statements = [*derived.forward, *backward_statements(derived)]
-    exprs = [a.expr for a in statements]
+    values = _inlined(derived.forward)
+    for output in derived.outputs:
+        value = values[output.symbol]
+        if isinstance(value, (reductions.ReduceSum, reductions.ReduceMean)):
+            value = value.argument
+        if value.has(*_NOT_ELEMENTWISE):
+            return False
+    grads = {part.grad for part in derived.backward}
+    exprs = [a.expr for a in backward_statements(derived)]
     exprs += [g.expr for part in derived.backward for g in part.gradients]
-    kinds = (
-        reductions.Reduction,
-        reductions.Normalization,
-        reductions.SumTo,
-        reductions.Unsqueeze,
-        reductions.ShapeFact,
-    )
-    if any(e.has(*kinds) for e in exprs):
-        return False
+    for expr in exprs:
+        unsqueezed = expr.replace(
+            lambda n: isinstance(n, reductions.Unsqueeze) and n.args[0] in grads,
+            lambda n: n.args[0],
+        )
+        if unsqueezed.has(*_NOT_ELEMENTWISE):
+            return False
     return not any(is_condition(o.expr) for o in derived.spec.outputs)
+
+
+def _stored_outputs(
+    derived: Derived, values: Mapping[sympy.Basic, sympy.Expr]
+) -> tuple[list[sympy.Expr], list[Summed | None]]:
+    """What the forward loop computes for each output, and how it is summed, if it is."""
+    stored: list[sympy.Expr] = []
+    summed: list[Summed | None] = []
+    for output in derived.outputs:
+        value = values[output.symbol]
+        if isinstance(value, (reductions.ReduceSum, reductions.ReduceMean)):
+            mean = isinstance(value, reductions.ReduceMean)
+            summed.append(Summed(value.dims or (), value.keepdim, mean))
+            value = value.argument
+        else:
+            summed.append(None)
+        stored.append(value)
+    return stored, summed
+
+
+def _unsqueezed_grads(
+    totals: Sequence[sympy.Expr], printer: VecPrinter, namer: Namer
+) -> tuple[list[sympy.Expr], dict[sympy.Symbol, str]]:
+    """`totals` with each gradient that is unsqueezed (the gradient of a reduced output)
+    a load of its own, and the C++ that unsqueezes it, by load."""
+    unsqueezed: dict[sympy.Basic, sympy.Symbol] = {}
+    code: dict[sympy.Symbol, str] = {}
+
+    def load(node: reductions.Unsqueeze) -> sympy.Symbol:
+        if node not in unsqueezed:
+            grad = printer.doprint(node.args[0])
+            symbol = sympy.Symbol(namer.fresh(f"{grad}_unsqueezed"), real=True)
+            unsqueezed[node] = symbol
+            order = reductions.unsqueeze_order(node.dims)
+            code[symbol] = grad + "".join(f".unsqueeze({d})" for d in order)
+        return unsqueezed[node]
+
+    totals = [t.replace(lambda n: isinstance(n, reductions.Unsqueeze), load) for t in totals]
+    return totals, code
 
 
 def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
@@ -165,8 +265,23 @@ def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
     return values
 
 
+def _definitions(
+    derived: Derived, outputs: Sequence[sympy.Expr], reduced: set[sympy.Symbol]
+) -> dict[sympy.Basic, sympy.Expr]:
+    """Each output's loop value, by output, but for summed outputs (known after the loop)."""
+    return {
+        o.symbol: value
+        for o, value in zip(derived.outputs, outputs, strict=True)
+        if o.symbol not in reduced
+    }
+
+
 def _saved_calls(
-    totals: Sequence[sympy.Expr], outputs: Sequence[sympy.Expr], spec: Spec, namer: Namer
+    totals: Sequence[sympy.Expr],
+    outputs: Sequence[sympy.Expr],
+    derived: Derived,
+    reduced: set[sympy.Symbol],
+    namer: Namer,
 ) -> dict[sympy.Basic, sympy.Symbol]:
     """Calls the backward makes that the forward makes too, which the forward stores.
 
@@ -174,8 +289,8 @@ def _saved_calls(
     recompute one the forward computed, the forward stores it once (as eager autograd
     saves sigmoid's result). A call only the backward makes stays in the backward.
     """
-    available = {i.symbol for i in spec.inputs} | {o.symbol for o in spec.outputs}
-    definitions = {o.symbol: v for o, v in zip(spec.outputs, outputs, strict=True)}
+    definitions = _definitions(derived, outputs, reduced)
+    available = {i.symbol for i in derived.spec.inputs} | set(definitions)
     computed = {n for v in outputs for n in sympy.preorder_traversal(v)}
     chosen: dict[sympy.Basic, sympy.Symbol] = {}
     for total in totals:

@@ -213,6 +213,24 @@ struct FusedGradient {
   at::Tensor buffer;
 };
 
+// Whether a reduction over `dims` (empty: all) of the frame's shape leaves one value.
+inline bool fused_sums_all(at::IntArrayRef shape, std::initializer_list<int64_t> dims) {
+  std::vector<bool> summed(shape.size(), dims.size() == 0);
+  for (const int64_t dim : dims) {
+    summed[at::maybe_wrap_dim(dim, static_cast<int64_t>(shape.size()))] = true;
+  }
+  return std::all_of(summed.begin(), summed.end(), [](bool all) { return all; });
+}
+
+// An output summed over every element (`sum`, one value) in its shape, averaged for a
+// mean.
+inline at::Tensor fused_total(const at::Tensor& sum, const FusedFrame& frame,
+                              bool keepdim, bool mean) {
+  const at::Tensor total =
+      sum.reshape(std::vector<int64_t>(keepdim ? frame.shape.size() : 0, 1));
+  return mean ? total / static_cast<double>(frame.size) : total;
+}
+
 // Where a segment starting at element `start` reads a tensor of `period`.
 template <typename T>
 inline const T* fused_at(const T* data, int64_t period, int64_t start) {
@@ -432,16 +450,16 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
 
   // The forward's values by forward_loop.
   static variable_list fused_values(const at::Tensor& x) {
-    const FusedFrame frame({x});
-    const variable_list outputs = {frame.empty()};
+    FusedFrame frame({x});
+    const at::Tensor out0 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused", [&] {
       (frame.repeating
            ? forward_loop<scalar_t, true>
            : forward_loop<scalar_t, false>)(frame.size, frame.period,
                                             frame.data<scalar_t>(0), frame.periods[0],
-                                            outputs[0].mutable_data_ptr<scalar_t>());
+                                            out0.mutable_data_ptr<scalar_t>());
     });
-    return {frame.result(outputs[0])};
+    return {frame.result(out0)};
   }
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else
@@ -576,16 +594,16 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
 
   // The forward's values by forward_loop.
   static variable_list fused_values(const at::Tensor& x) {
-    const FusedFrame frame({x});
-    const variable_list outputs = {frame.empty()};
+    FusedFrame frame({x});
+    const at::Tensor out0 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused_", [&] {
       (frame.repeating
            ? forward_loop<scalar_t, true>
            : forward_loop<scalar_t, false>)(frame.size, frame.period,
                                             frame.data<scalar_t>(0), frame.periods[0],
-                                            outputs[0].mutable_data_ptr<scalar_t>());
+                                            out0.mutable_data_ptr<scalar_t>());
     });
-    return {frame.result(outputs[0])};
+    return {frame.result(out0)};
   }
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else
