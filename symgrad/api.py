@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from symgrad.ad.derive import derive
 from symgrad.backends import python, registry
-from symgrad.backends.base import Backend, GeneratedFiles
+from symgrad.backends.base import Backend, BackendUnavailableError, GeneratedFiles
 from symgrad.errors import InternalError, Location, SpecError
 from symgrad.frontend.loader import load_yaml
 from symgrad.frontend.model import Spec
@@ -91,10 +91,11 @@ def backend_of(spec: Spec, target: str | None = None) -> Backend:
 
 
 def _render(spec: Spec, backend: Backend) -> GeneratedFiles:
-    """derive and render `spec`; an exception other than a SpecError is an InternalError."""
+    """derive and render `spec`; an exception other than a SpecError, or a backend whose
+    tools are missing (BackendUnavailableError, said as such), is an InternalError."""
     try:
         return backend.render(derive(spec), __version__)
-    except SpecError:
+    except (SpecError, BackendUnavailableError):
         raise
     except Exception as error:
         raise InternalError(Location(spec.source), error) from error

@@ -116,7 +116,21 @@ def test_a_missing_clang_format_is_a_clean_error(
     assert status == 1
     error = capsys.readouterr().err
     assert "clang-format" in error and "Traceback" not in error
+    assert "internal error" not in error  # a missing tool, not a bug to report
     assert not list(tmp_path.iterdir())
+
+
+def test_the_api_says_a_missing_clang_format_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    """symgrad.generate raises the backend's own error, not an InternalError (a SpecError
+    that callers such as the bench would take for a refused spec)."""
+
+    def missing() -> str:
+        raise render.ClangFormatMissingError("the cpp target formats with clang-format")
+
+    monkeypatch.setattr(render, "_clang_format", missing)
+    spec = symgrad.spec_from_dict({"name": "F", "inputs": {"x": "tensor"}, "outputs": {"y": "x"}})
+    with pytest.raises(render.ClangFormatMissingError):
+        symgrad.generate(spec, "cpp")
 
 
 def test_the_loader_builds_once_and_the_generated_test_passes(
