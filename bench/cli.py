@@ -16,7 +16,7 @@ from bench.machine import describe
 from bench.measure import reuse_freed_heap
 from bench.primitives import time_primitives
 from bench.report import Header, render_report
-from bench.runner import Results, Settings, run_cases
+from bench.runner import CPP_COLUMNS, Results, Settings, run_cases
 from bench.scaling import ScalingRow, run_scaling
 
 DEFAULT_SIZES = {"cpu": "1e6,1e7", "cuda": "1e7,1e8"}
@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace, device: torch.device, cases: tuple[Case, ...]
     """Run the cases, then the scaling run and primitive costs."""
     torch.set_num_threads(args.threads)
     settings = Settings(
-        device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile, args.cpp
+        device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile, _cpp(args.cpp)
     )
     results = run_cases(cases, settings)
     results.scaling = _scaling(args)
@@ -127,7 +127,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--quick", action="store_true", help="smoke run: tiny size, 2 repeats, no torch.compile")
     add("--no-compile", action="store_true", help="leave out torch.compile (compile and fused)")
-    add("--cpp", action="store_true", help="also build and time the C++ target (cpp column)")
+    add(
+        "--cpp",
+        nargs="?",
+        const="all",
+        choices=["all", "fused"],
+        help="also build and time the C++ target: both columns (cpp, cpp_fused), or "
+        "--cpp fused for cpp_fused alone",
+    )
     add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
     add("--no-primitives", action="store_true", help="leave out the single-primitive costs")
     add(
@@ -160,6 +167,11 @@ def _heap(mode: str, device: torch.device) -> str:
     if mode == "reuse" and device.type == "cpu" and reuse_freed_heap():
         return "freed memory reused (mallopt)"
     return "glibc default"
+
+
+def _cpp(choice: str | None) -> tuple[str, ...]:
+    """The C++ columns --cpp asks for."""
+    return {None: (), "all": CPP_COLUMNS, "fused": ("cpp_fused",)}[choice]
 
 
 def _ints(text: str) -> tuple[int, ...]:

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import torch
 import torch._dynamo
-from torch._inductor.utils import fresh_cache
+
+try:
+    from torch._inductor.utils import fresh_cache
+except ImportError:  # older torch names it fresh_inductor_cache
+    from torch._inductor.utils import fresh_inductor_cache as fresh_cache
 
 from bench.build import (
     Generated,
@@ -54,8 +58,8 @@ class Settings:
     warmup: int
     # False skips torch.compile (the compile column, and the fused placeholder).
     compile: bool
-    # True builds and times the C++ target's Function (the cpp column).
-    cpp: bool = False
+    # The C++ target's columns to build and time (cpp: ATen operations; cpp_fused).
+    cpp: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ def _run_case(case: Case, settings: Settings, workdir: Path) -> tuple[list[Row],
     fused = generate_fused(case.spec_path, workdir)
     functions = _alternatives(case, generated, fused, settings.compile)
     one_off = OneOff(case.name)
-    for column in CPP_COLUMNS if settings.cpp else ():
+    for column in settings.cpp:
         _add_cpp(case, column, workdir, functions, one_off)
     if settings.compile:
         one_off.compile_first_call = _compile_first_call(case, settings)
