@@ -364,13 +364,32 @@ inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t 
   }
 }
 
-// The same where the result may be summed (FusedGradient, period < size): add to the
-// sums at `at` by Kahan's compensated summation (the compensations `stride` further
-// on), as accurate as torch's cascade sum of a materialised gradient, where a plain
-// running sum over the rows would lose digits. A single value's sums add whole vectors.
+// Elements a loop with sums runs at a time: a single value's sum of one block is kept
+// in a register (plain adds), then added to the thread's sum by Kahan's compensated
+// summation, as accurate as torch's cascade sum, where a running sum in memory would
+// wait on itself.
+constexpr int64_t kFusedBlock = 256;
+
+// Kahan-add `value` (`width` elements) to the sums at `sum_at`, whose compensations are
+// `stride` further on.
+template <typename Vec>
+inline void fused_kahan_add(const Vec& value, typename Vec::value_type* sum_at,
+                            int64_t stride, int64_t width) {
+  typename Vec::value_type* const compensation_at = sum_at + stride;
+  const Vec sum = Vec::loadu(sum_at, width);
+  const Vec term = value - Vec::loadu(compensation_at, width);
+  const Vec total = sum + term;
+  ((total - sum) - term).store(compensation_at, width);
+  total.store(sum_at, width);
+}
+
+// The same where the result may be summed (FusedGradient, period < size): a single
+// value's sum goes to the block's register `block`; a repeating input's is Kahan-added
+// to the sums at `at` (consecutive vectors add to different sums, so nothing waits).
 template <bool kRepeats, typename Vec>
 inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t period,
-                        int64_t size, int64_t stride, int64_t offset, int64_t count) {
+                        int64_t size, int64_t stride, int64_t offset, int64_t count,
+                        Vec& block) {
   if (at == nullptr) {
     return;
   }
@@ -379,14 +398,20 @@ inline void fused_store(const Vec& value, typename Vec::value_type* at, int64_t 
     return;
   }
   const Vec masked = count == Vec::size() ? value : Vec::set(Vec(0), value, count);
-  const int64_t width = period == 0 ? Vec::size() : count;
-  typename Vec::value_type* const sum_at = period == 0 ? at : at + offset;
-  typename Vec::value_type* const compensation_at = sum_at + stride;
-  const Vec sum = Vec::loadu(sum_at, width);
-  const Vec term = masked - Vec::loadu(compensation_at, width);
-  const Vec total = sum + term;
-  ((total - sum) - term).store(compensation_at, width);
-  total.store(sum_at, width);
+  if (period == 0) {
+    block = block + masked;
+  } else {
+    fused_kahan_add(masked, at + offset, stride, count);
+  }
+}
+
+// At the end of a block: add a single value's block sum to the thread's sum.
+template <bool kRepeats, typename Vec>
+inline void fused_fold(const Vec& block, typename Vec::value_type* at, int64_t period,
+                       int64_t stride) {
+  if (kRepeats && at != nullptr && period == 0) {
+    fused_kahan_add(block, at, stride, Vec::size());
+  }
 }
 
 // Functions the loops call that Vectorized has no method for.
@@ -533,28 +558,35 @@ struct MishFused : public torch::autograd::Function<MishFused> {
                 fused_at(saved0_data, saved0_period, start);
             scalar_t* const grad_x_data_at = fused_sink(
                 grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
-            for (int64_t i = start; i < stop; i += Vec::size()) {
-              const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
-              const Vec grad_y =
-                  fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
-              const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
-              const Vec saved0 =
-                  fused_load<kRepeats, Vec>(saved0_at, saved0_period, i - start, count);
-              const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
-              const Vec _t6 = (saved0 * saved0);
-              const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
-              const Vec _t8 = (_t7 + Vec(static_cast<scalar_t>(1.0)));
-              const Vec _t9 = Vec::blendv(
-                  (saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
-                   (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
-                  (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
-              fused_store<kRepeats, Vec>(
-                  (grad_y *
-                   (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
-                           Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
-                           (saved0 + Vec(static_cast<scalar_t>(1.0)))))),
-                  grad_x_data_at, grad_x_data_period, size, grad_x_data_stride,
-                  i - start, count);
+            for (int64_t block = start; block < stop; block += kFusedBlock) {
+              const int64_t block_stop = std::min(stop, block + kFusedBlock);
+              Vec grad_x_data_block(0);
+              for (int64_t i = block; i < block_stop; i += Vec::size()) {
+                const int64_t count = std::min<int64_t>(Vec::size(), block_stop - i);
+                const Vec grad_y = fused_load<kRepeats, Vec>(grad_y_at, grad_y_period,
+                                                             i - start, count);
+                const Vec x =
+                    fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
+                const Vec saved0 = fused_load<kRepeats, Vec>(saved0_at, saved0_period,
+                                                             i - start, count);
+                const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
+                const Vec _t6 = (saved0 * saved0);
+                const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
+                const Vec _t8 = (_t7 + Vec(static_cast<scalar_t>(1.0)));
+                const Vec _t9 = Vec::blendv(
+                    (saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
+                     (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
+                    (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
+                fused_store<kRepeats, Vec>(
+                    (grad_y *
+                     (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
+                             Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
+                             (saved0 + Vec(static_cast<scalar_t>(1.0)))))),
+                    grad_x_data_at, grad_x_data_period, size, grad_x_data_stride,
+                    i - start, count, grad_x_data_block);
+              }
+              fused_fold<kRepeats, Vec>(grad_x_data_block, grad_x_data_at,
+                                        grad_x_data_period, grad_x_data_stride);
             }
             start = stop;
           }
