@@ -34,7 +34,7 @@ torch::Tensor vec_exp_of(const torch::Tensor& x) {
   float* out = y.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); i += Vec::size()) {
     const int64_t count = std::min<int64_t>(Vec::size(), x.numel() - i);
-    fused_store<Vec>(vec_exp(fused_load<Vec>(in + i, count)), out + i, count);
+    fused_store<Vec>(vec_exp(fused_load<false, Vec>(in, 0, i, count)), out, i, count);
   }
   return y;
 }

@@ -59,13 +59,15 @@ def _build_together(modules: tuple[str, ...]) -> None:
         sources=[str(bundle)],
         build_directory=str(directory),
         extra_cflags=flags,
+        extra_ldflags=[flag for flag in flags if flag == "-fopenmp"],
         is_python_module=False,
     )
 
 
 def _compile_flags() -> list[str]:
-    """The flags a fused module's loader builds with (its vector units, optimised)."""
-    flags = ["-O3"]
+    """The flags a fused module's loader builds with (OpenMP, vector units, -O3)."""
+    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
     return flags

@@ -27,6 +27,7 @@ _SOURCE = Path(__file__).with_name("huber_loss.cpp")
 
 
 _FLAGS: list[str] = []
+_LINK_FLAGS: list[str] = []
 
 
 def _build_directory(source: bytes) -> Path:
@@ -62,6 +63,7 @@ def _load() -> Any:
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
             extra_cflags=_FLAGS,
+            extra_ldflags=_LINK_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_huber_loss.huber_loss

@@ -26,7 +26,15 @@ __all__ = ["Mish", "mish"]
 _SOURCE = Path(__file__).with_name("mish.cpp")
 
 
-_FLAGS: list[str] = []
+def _compile_flags() -> list[str]:
+    """OpenMP where torch uses it: without it at::parallel_for runs on one thread."""
+    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    return flags
+
+
+_FLAGS = _compile_flags()
+# Linked with torch's own libgomp (the same soname, already loaded): one thread pool.
+_LINK_FLAGS = ["-fopenmp"] if "-fopenmp" in _FLAGS else []
 
 
 def _build_directory(source: bytes) -> Path:
@@ -62,6 +70,7 @@ def _load() -> Any:
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
             extra_cflags=_FLAGS,
+            extra_ldflags=_LINK_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_mish.mish

@@ -27,14 +27,18 @@ _SOURCE = Path(__file__).with_name("mish_fused.cpp")
 
 
 def _compile_flags() -> list[str]:
-    """-O3, and the vector units torch itself uses here (AVX2, or none)."""
-    flags = ["-O3"]
+    """OpenMP where torch uses it: without it at::parallel_for runs on one thread;
+    -O3, and the vector units torch itself uses here (AVX2, or none)."""
+    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
     return flags
 
 
 _FLAGS = _compile_flags()
+# Linked with torch's own libgomp (the same soname, already loaded): one thread pool.
+_LINK_FLAGS = ["-fopenmp"] if "-fopenmp" in _FLAGS else []
 
 
 def _build_directory(source: bytes) -> Path:
@@ -70,6 +74,7 @@ def _load() -> Any:
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
             extra_cflags=_FLAGS,
+            extra_ldflags=_LINK_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_mish_fused.mish_fused

@@ -133,3 +133,5 @@ class LoaderContext:
     inplace_doc: str = ""
     # The C++ has fused loops: build it with optimisation and the CPU's vector units.
     fused: bool = False
+    # The C++ calls at::parallel_for (fused loops, CPU forms): build it with OpenMP.
+    parallel: bool = False

@@ -69,7 +69,12 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     source = _template("function.cpp.jinja").render(as_template_variables(context))
     test = _test_context(derived, version)
     loader = _loader_context(
-        derived, context.namespace, version, test.inplace, context.fused is not None
+        derived,
+        context.namespace,
+        version,
+        test.inplace,
+        fused=context.fused is not None,
+        parallel=context.fused is not None or bool(context.cpu_helpers),
     )
     module = spec.module
     return GeneratedFiles(
@@ -87,7 +92,12 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
 
 
 def _loader_context(
-    derived: Derived, namespace: str, version: str, inplace: InplaceTest | None, fused: bool
+    derived: Derived,
+    namespace: str,
+    version: str,
+    inplace: InplaceTest | None,
+    fused: bool,
+    parallel: bool,
 ) -> LoaderContext:
     spec = derived.spec
     count = len(spec.outputs)
@@ -115,6 +125,7 @@ def _loader_context(
         inplace=inplace,
         inplace_doc=docstring(variant_doc(spec), indent=4) if inplace else "",
         fused=fused,
+        parallel=parallel,
     )
 
 

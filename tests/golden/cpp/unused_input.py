@@ -28,6 +28,7 @@ _SOURCE = Path(__file__).with_name("unused_input.cpp")
 
 
 _FLAGS: list[str] = []
+_LINK_FLAGS: list[str] = []
 
 
 def _build_directory(source: bytes) -> Path:
@@ -63,6 +64,7 @@ def _load() -> Any:
             sources=[str(_SOURCE)],
             build_directory=str(_build_directory(source)),
             extra_cflags=_FLAGS,
+            extra_ldflags=_LINK_FLAGS,
             is_python_module=False,
         )
     return torch.ops.symgrad_unused_input.unused_input
