@@ -66,7 +66,7 @@ def _build_together(modules: tuple[str, ...]) -> None:
 
 def _compile_flags() -> list[str]:
     """The flags a fused module's loader builds with (OpenMP, vector units, -O3)."""
-    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    flags = ["-fopenmp"] if torch._C.has_openmp else []
     flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]

@@ -28,7 +28,7 @@ _SOURCE = Path(__file__).with_name("mish.cpp")
 
 def _compile_flags() -> list[str]:
     """OpenMP where torch uses it: without it at::parallel_for runs on one thread."""
-    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    flags = ["-fopenmp"] if torch._C.has_openmp else []
     return flags
 
 

@@ -29,7 +29,7 @@ _SOURCE = Path(__file__).with_name("logistic_fused.cpp")
 def _compile_flags() -> list[str]:
     """OpenMP where torch uses it: without it at::parallel_for runs on one thread;
     -O3, and the vector units torch itself uses here (AVX2, or none)."""
-    flags = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    flags = ["-fopenmp"] if torch._C.has_openmp else []
     flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
