@@ -18,8 +18,10 @@ saved: symgrad.ad.derive), so the two paths agree up to rounding.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import sympy
 
@@ -27,7 +29,7 @@ from symgrad.ad.ir import Assignment, Derived, Namer, cse
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.backends.statements import backward_statements
-from symgrad.frontend.model import InputType
+from symgrad.frontend.model import Input, InputType
 from symgrad.language import functions, piecewise, pullbacks, reductions
 from symgrad.language.piecewise import is_condition
 
@@ -89,33 +91,16 @@ def fused_loops(
     every element) or computes a condition as an output, and where some function has
     no Vectorized spelling.
     """
-    if derived.spec.mode != "fused" or not _fusible(derived):
+    spec = derived.spec
+    if spec.mode != "fused" or not _fusible(derived):
         return None
-    if any(i.type is InputType.BOOL for i in derived.spec.inputs):
+    if any(i.type is InputType.BOOL for i in spec.inputs):
         return None  # a flag would be a number in the loop, not a mask
     printer = VecPrinter(dict(renames))
     namer = Namer(derived.names | set(renames.values()))
-    name = printer.doprint
-    spec = derived.spec
-    values = _inlined(derived.forward)
-    outputs, summed = _stored_outputs(derived, values)
+    outputs, summed = _stored_outputs(derived, _inlined(derived.forward))
     received = [i for i in spec.inputs if i.name in gradient_names]
-    residual_grads = {p.grad for p in derived.backward if p.output in derived.residuals}
-    statements = _inlined(backward_statements(derived))
-    totals = [
-        expanded(
-            sympy.Add(
-                *(
-                    g.expr
-                    for p in derived.backward
-                    if p.grad not in residual_grads
-                    for g in p.gradients
-                    if g.input == item
-                )
-            )
-        ).xreplace(statements)
-        for item in received
-    ]
+    totals = _backward_totals(derived, received)
     if sum(sympy.count_ops(e) for e in [*outputs, *totals]) > _MAX_INLINED_OPS:
         return None
     totals, unsqueezed = _unsqueezed_grads(totals, printer, namer)
@@ -124,54 +109,57 @@ def fused_loops(
     totals = [t.xreplace(saved) for t in totals]
     definitions = _definitions(derived, outputs, reduced)
     stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
+    targets = [*(o.symbol for o in derived.outputs), *saved.values()]
+    name = printer.doprint
     try:
-        forward_lines, forward_values = _loop(stored, printer, namer)
-        backward_lines, backward_values = _loop(totals, printer, namer)
+        forward, _ = _build_loop(
+            stored,
+            [f"{name(t)}_data" for t in targets],
+            [i.symbol for i in spec.tensor_inputs],
+            [i.symbol for i in spec.inputs if not i.is_tensor],
+            printer,
+            namer,
+        )
+        backward, loaded = _build_loop(
+            totals,
+            [f"{gradient_names[i.name]}_data" for i in received],
+            [
+                *(p.grad for p in derived.backward),
+                *unsqueezed,
+                *derived.saved_tensors,
+                *saved.values(),
+            ],
+            [*(i.symbol for i in derived.saved_numbers), *(f.target for f in derived.shape_facts)],
+            printer,
+            namer,
+        )
     except UnprintableError:
         return None
-    forward_reads = set().union(*(e.free_symbols for e in stored))
-    backward_reads = set().union(*(e.free_symbols for e in totals))
-    tensors = tuple(name(i.symbol) for i in spec.tensor_inputs if i.symbol in forward_reads)
-    if not tensors:
+    if not forward.loads:
         return None
-    loads = [
-        s
-        for s in [*(p.grad for p in derived.backward), *unsqueezed, *derived.saved_tensors]
-        if s in backward_reads
-    ]
-    facts = [f.target for f in derived.shape_facts if f.target in backward_reads]
-    targets = [*(o.symbol for o in derived.outputs), *saved.values()]
+    arguments = tuple(unsqueezed[s].code if s in unsqueezed else name(s) for s in loaded)
     return FusedLoops(
-        Loop(
-            loads=tensors,
-            numbers=tuple(
-                name(i.symbol) for i in spec.inputs if not i.is_tensor and i.symbol in forward_reads
-            ),
-            lines=forward_lines,
-            stores=tuple(
-                (f"{name(t)}_data", value) for t, value in zip(targets, forward_values, strict=True)
-            ),
-            arguments=tensors,
-        ),
-        Loop(
-            loads=tuple(name(s) for s in [*loads, *saved.values()]),
-            numbers=(
-                *(name(i.symbol) for i in derived.saved_numbers if i.symbol in backward_reads),
-                *(name(f) for f in facts),
-            ),
-            lines=backward_lines,
-            stores=tuple(
-                (f"{gradient_names[item.name]}_data", value)
-                for item, value in zip(received, backward_values, strict=True)
-            ),
-            arguments=tuple(unsqueezed.get(s, name(s)) for s in [*loads, *saved.values()]),
-        ),
+        forward,
+        dataclasses.replace(backward, arguments=arguments),
         tuple((gradient_names[i.name], need_names[i.name], input_shapes[i.name]) for i in received),
         tuple(name(s) for s in saved.values()),
         (*summed, *(None for _ in saved)),
-        tuple(name(p.grad) for p in derived.backward if p.grad in residual_grads),
-        tuple(sorted({code.split(".")[0] for code in unsqueezed.values()})),
+        tuple(name(p.grad) for p in derived.backward if p.output in derived.residuals),
+        tuple(sorted({u.grad for u in unsqueezed.values()})),
     )
+
+
+def _backward_totals(derived: Derived, received: Sequence[Input]) -> list[sympy.Expr]:
+    """Each received input's whole gradient, written out in terms of what the backward
+    loads; residual outputs' parts left out (their gradients are always undefined)."""
+    statements = _inlined(backward_statements(derived))
+    parts = [p for p in derived.backward if p.output not in derived.residuals]
+    return [
+        expanded(
+            sympy.Add(*(g.expr for p in parts for g in p.gradients if g.input == item))
+        ).xreplace(statements)
+        for item in received
+    ]
 
 
 # Specs whose loops, written out as one expression per stored value, pass this many
@@ -236,25 +224,32 @@ def _stored_outputs(
     return stored, summed
 
 
+class _Unsqueezed(NamedTuple):
+    """A gradient the backward loop loads unsqueezed: its name, and the C++ that does it."""
+
+    grad: str
+    code: str
+
+
 def _unsqueezed_grads(
     totals: Sequence[sympy.Expr], printer: VecPrinter, namer: Namer
-) -> tuple[list[sympy.Expr], dict[sympy.Symbol, str]]:
+) -> tuple[list[sympy.Expr], dict[sympy.Basic, _Unsqueezed]]:
     """`totals` with each gradient that is unsqueezed (the gradient of a reduced output)
-    a load of its own, and the C++ that unsqueezes it, by load."""
-    unsqueezed: dict[sympy.Basic, sympy.Symbol] = {}
-    code: dict[sympy.Symbol, str] = {}
+    a load of its own, and how each such load is made."""
+    symbols: dict[sympy.Basic, sympy.Symbol] = {}
+    made: dict[sympy.Basic, _Unsqueezed] = {}
 
     def load(node: reductions.Unsqueeze) -> sympy.Symbol:
-        if node not in unsqueezed:
+        if node not in symbols:
             grad = printer.doprint(node.args[0])
             symbol = sympy.Symbol(namer.fresh(f"{grad}_unsqueezed"), real=True)
-            unsqueezed[node] = symbol
+            symbols[node] = symbol
             order = reductions.unsqueeze_order(node.dims)
-            code[symbol] = grad + "".join(f".unsqueeze({d})" for d in order)
-        return unsqueezed[node]
+            made[symbol] = _Unsqueezed(grad, grad + "".join(f".unsqueeze({d})" for d in order))
+        return symbols[node]
 
     totals = [t.replace(lambda n: isinstance(n, reductions.Unsqueeze), load) for t in totals]
-    return totals, code
+    return totals, made
 
 
 def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
@@ -309,15 +304,29 @@ def _saved_calls(
     return chosen
 
 
-def _loop(
-    values: Sequence[sympy.Expr], printer: VecPrinter, namer: Namer
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The lines computing `values` with their common parts named once, and each value."""
+def _build_loop(
+    values: Sequence[sympy.Expr],
+    stores: Sequence[str],
+    tensors: Sequence[sympy.Basic],
+    numbers: Sequence[sympy.Basic],
+    printer: VecPrinter,
+    namer: Namer,
+) -> tuple[Loop, tuple[sympy.Basic, ...]]:
+    """The loop that stores `values` at `stores`, their common parts named once, loading
+    the `tensors` and broadcasting the `numbers` they read (in those orders); and the
+    tensors it loads."""
     shared, reduced = cse(list(values), namer)
-    lines = tuple(
-        f"const Vec {printer.doprint(a.target)} = {printer.doprint(a.expr)};" for a in shared
+    reads = set().union(*(e.free_symbols for e in values))
+    loaded = tuple(t for t in tensors if t in reads)
+    name = printer.doprint
+    loop = Loop(
+        loads=tuple(name(t) for t in loaded),
+        numbers=tuple(name(n) for n in numbers if n in reads),
+        lines=tuple(f"const Vec {name(a.target)} = {name(a.expr)};" for a in shared),
+        stores=tuple(zip(stores, (name(e) for e in reduced), strict=True)),
+        arguments=tuple(name(t) for t in loaded),
     )
-    return lines, tuple(printer.doprint(e) for e in reduced)
+    return loop, loaded
 
 
 def expanded(expr: sympy.Expr) -> sympy.Expr:
