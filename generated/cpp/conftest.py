@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -66,7 +67,7 @@ def _build_together(modules: tuple[str, ...]) -> None:
 
 def _compile_flags() -> list[str]:
     """The flags a fused module's loader builds with (OpenMP, vector units, -O3)."""
-    flags = ["-fopenmp"] if torch._C.has_openmp else []
+    flags = ["-fopenmp"] if torch._C.has_openmp and sys.platform == "linux" else []
     flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,9 @@ _SOURCE = Path(__file__).with_name("mish.cpp")
 
 
 def _compile_flags() -> list[str]:
-    """OpenMP where torch uses it: without it at::parallel_for runs on one thread."""
-    flags = ["-fopenmp"] if torch._C.has_openmp else []
+    """OpenMP where torch uses it (gcc, Linux): without it at::parallel_for runs on one
+    thread."""
+    flags = ["-fopenmp"] if torch._C.has_openmp and sys.platform == "linux" else []
     return flags
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,9 @@ _SOURCE = Path(__file__).with_name("mish_fused.cpp")
 
 
 def _compile_flags() -> list[str]:
-    """OpenMP where torch uses it: without it at::parallel_for runs on one thread;
-    -O3, and the vector units torch itself uses here (AVX2, or none)."""
-    flags = ["-fopenmp"] if torch._C.has_openmp else []
+    """OpenMP where torch uses it (gcc, Linux): without it at::parallel_for runs on one
+    thread; -O3, and the vector units torch itself uses here (AVX2, or none)."""
+    flags = ["-fopenmp"] if torch._C.has_openmp and sys.platform == "linux" else []
     flags += ["-O3"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
