@@ -38,12 +38,26 @@ torch::Tensor vec_exp_of(const torch::Tensor& x) {
   }
   return y;
 }
+
+torch::Tensor vec_log1p_unit_of(const torch::Tensor& t) {
+  torch::Tensor y = torch::empty_like(t);
+  AT_DISPATCH_FLOATING_TYPES(t.scalar_type(), "vec_log1p_unit_of", [&] {
+    using Vec = at::vec::Vectorized<scalar_t>;
+    const scalar_t* in = t.const_data_ptr<scalar_t>();
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    for (int64_t i = 0; i < t.numel(); i += Vec::size()) {
+      const int64_t count = std::min<int64_t>(Vec::size(), t.numel() - i);
+      fused_store<Vec>(vec_log1p_unit(fused_load<false, Vec>(in, 0, i, count)), out, i, count);
+    }
+  });
+  return y;
+}
 """
 
 
 @pytest.fixture(scope="module")
 def helpers(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    """The template's helpers and a loop calling vec_exp, built as the loader builds."""
+    """The template's helpers and loops calling them, built as the loader builds."""
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags = ["-O3", "-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
     else:
@@ -51,7 +65,8 @@ def helpers(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     macros = _environment().get_template("fused.cpp.jinja").module
     source = (
         "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n"
-        "#include <c10/util/accumulate.h>\n#include <algorithm>\n"
+        "#include <ATen/Dispatch.h>\n#include <c10/util/accumulate.h>\n"
+        "#include <algorithm>\n#include <array>\n"
         + str(macros.helpers())  # type: ignore[attr-defined]
         + _KERNEL
     )
@@ -59,7 +74,7 @@ def helpers(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     return torch.utils.cpp_extension.load_inline(
         "symgrad_vec_math",
         source,
-        functions=["vec_exp_of"],
+        functions=["vec_exp_of", "vec_log1p_unit_of"],
         extra_cflags=flags,
         build_directory=str(directory),
     )
@@ -83,3 +98,22 @@ def test_vec_exp_within_one_eps_of_exp_on_every_kind_of_float(helpers: ModuleTyp
     subnormal = ~normal & torch.isfinite(rounded)
     smallest = 2.0**-149
     assert (y[subnormal].double() - rounded[subnormal].double()).abs().max().item() <= smallest
+
+
+@pytest.mark.parametrize(
+    ("dtype", "ulps"), [(torch.float32, 2.0), (torch.float64, 4.0)], ids=["float", "double"]
+)
+def test_vec_log1p_unit_within_a_few_ulps_of_log1p_on_0_1(
+    helpers: ModuleType, dtype: torch.dtype, ulps: float
+) -> None:
+    """Dense over [0, 1] (softplus's exp(-|u|)), tiny values down to the subnormals, and
+    the ends; to a few units in the last place of log1p, relative."""
+    tiny = torch.logspace(-300 if dtype == torch.float64 else -44, -3, 100_003, dtype=torch.float64)
+    t = torch.cat([torch.linspace(0, 1, 2_000_003, dtype=torch.float64), tiny])
+    t = t.to(dtype)
+    t = t[t > 0]
+    y = helpers.vec_log1p_unit_of(t)
+    exact = torch.log1p(t.double())
+    relative = ((y.double() - exact).abs() / exact).max().item()
+    assert relative <= ulps * torch.finfo(dtype).eps
+    assert helpers.vec_log1p_unit_of(torch.zeros(3, dtype=dtype)).eq(0).all()

@@ -49,10 +49,13 @@ def find_residuals(
 
     A full-size value is a residual too where saving it spares the backward more input
     elements than it holds (`_values_sparing_inputs`): `d = x - target` read by the
-    backward is one tensor to save where x and target are two.
+    backward is one tensor to save where x and target are two. Not in fused mode: there
+    the forward would write it out and the backward read it back, where recomputing it
+    from inputs the backward reads anyway costs a subtraction in registers.
     """
     small = _small_values(intermediates, tensors)
-    small |= _values_sparing_inputs(spec, intermediates, parts, tensors)
+    if spec.mode != "fused":
+        small |= _values_sparing_inputs(spec, intermediates, parts, tensors)
     location = spec.outputs[0].location
     found: dict[sympy.Basic, OutputGradients] = {}
     pending = list(parts)
