@@ -43,6 +43,8 @@ def generate_case(spec_path: Path, workdir: Path, suffix: str = "") -> Generated
     start = time.perf_counter()
     try:
         files = symgrad.generate(symgrad.load_spec(spec_path))
+    except symgrad.InternalError:
+        raise  # a bug, not a refusal: the run stops and says so
     except symgrad.SpecError as error:
         raise UnsupportedSpecError(str(error)) from None
     seconds = time.perf_counter() - start
@@ -97,12 +99,15 @@ class BuiltCpp:
 def generate_cpp(spec_path: Path, workdir: Path, fused: bool = False) -> BuiltCpp | None:
     """The spec's C++ Function (symgrad gen --target cpp), built and loaded, or None where
     symgrad refuses it. With `fused`, in fused mode (its CPU loops), and None where the
-    spec has none. The build goes to a cache folder in `workdir`."""
+    spec has none. The build goes to a cache folder in `workdir`. An internal error is
+    raised, not taken for a refusal: a column silently empty would hide a bug."""
     start = time.perf_counter()
     if fused:
         spec_path = _renamed(_with_fused_mode(spec_path, workdir))
     try:
         files = symgrad.generate(symgrad.load_spec(spec_path), "cpp")
+    except symgrad.InternalError:
+        raise
     except symgrad.SpecError:
         return None
     if fused and not any("forward_loop" in text for text in files.values()):

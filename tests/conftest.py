@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +62,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite generated/ and tests/golden/ instead of comparing",
     )
+
+
+# The marks of a test module that builds C++ beyond CI's subset: it runs in the C++ slow
+# mode only (`SYMGRAD_CPP_TESTS=all`, docs/cpp.md), and where a compiler is present.
+CPP_SLOW_MODE = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("SYMGRAD_CPP_TESTS") != "all", reason="C++ slow mode only"),
+    pytest.mark.skipif(
+        shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler"
+    ),
+]
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:

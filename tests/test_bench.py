@@ -13,7 +13,13 @@ import torch.nn.functional as nnf
 
 import symgrad
 from bench import cases
-from bench.build import Generated, UnsupportedSpecError, generate_case, import_source
+from bench.build import (
+    Generated,
+    UnsupportedSpecError,
+    generate_case,
+    generate_cpp,
+    import_source,
+)
 from bench.measure import Saved, measure_saved
 from bench.opcount import OpCounts, count_kernels, count_ops
 from bench.primitives import time_primitives
@@ -153,6 +159,22 @@ def test_a_spec_symgrad_refuses_is_reported_unsupported(tmp_path: Path) -> None:
     spec.write_text("name: Bad\ninputs:\n  x: tensor\noutputs:\n  y: frobnicate(x)\n")
     with pytest.raises(UnsupportedSpecError, match="frobnicate"):
         generate_case(spec, tmp_path)
+
+
+def test_an_internal_error_stops_the_run_rather_than_emptying_a_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "fine.yaml"
+    spec.write_text("name: Fine\ninputs:\n  x: tensor\noutputs:\n  y: exp(x)\n")
+
+    def broken(*args: object, **kwargs: object) -> dict[str, str]:
+        raise symgrad.InternalError(symgrad.Location(str(spec)), RuntimeError("a bug"))
+
+    monkeypatch.setattr(symgrad, "generate", broken)
+    with pytest.raises(symgrad.InternalError):
+        generate_case(spec, tmp_path)
+    with pytest.raises(symgrad.InternalError):
+        generate_cpp(spec, tmp_path, fused=True)
 
 
 def test_imported_modules_are_registered_for_torch_compile(tmp_path: Path) -> None:

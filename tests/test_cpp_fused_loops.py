@@ -14,8 +14,6 @@ this runs in the C++ slow mode only:
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,14 +22,9 @@ import pytest
 import torch
 
 from symgrad.cli import main
+from tests.conftest import CPP_SLOW_MODE
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get("SYMGRAD_CPP_TESTS") != "all", reason="C++ slow mode only"),
-    pytest.mark.skipif(
-        shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler"
-    ),
-]
+pytestmark = CPP_SLOW_MODE
 
 # Names of their own: a loader trusts an operator already registered under its name (the
 # examples' huber_loss, say, in the same process).

@@ -7,8 +7,6 @@ Building LibTorch code costs about 20 s, so this runs in the C++ slow mode only:
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -17,14 +15,9 @@ import torch
 import torch.utils.cpp_extension
 
 from symgrad.backends.cpp.render import _environment
+from tests.conftest import CPP_SLOW_MODE
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get("SYMGRAD_CPP_TESTS") != "all", reason="C++ slow mode only"),
-    pytest.mark.skipif(
-        shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler"
-    ),
-]
+pytestmark = CPP_SLOW_MODE
 
 _KERNEL = """
 torch::Tensor vec_exp_of(const torch::Tensor& x) {
