@@ -544,12 +544,15 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   template <typename scalar_t, bool kRepeats>
   static void forward_loop_range(int64_t begin, int64_t end, int64_t size,
                                  int64_t period, const scalar_t* x_data,
-                                 int64_t x_period, scalar_t* y_data) {
+                                 int64_t x_period, scalar_t* y_data,
+                                 scalar_t* saved0_data) {
     using Vec = at::vec::Vectorized<scalar_t>;
     for (int64_t start = begin; start < end;) {
       const int64_t stop = std::min(end, start + period - start % period);
       const scalar_t* const x_at = fused_at(x_data, x_period, start);
       scalar_t* const y_data_at = y_data == nullptr ? nullptr : y_data + start;
+      scalar_t* const saved0_data_at =
+          saved0_data == nullptr ? nullptr : saved0_data + start;
       for (int64_t i = start; i < stop; i += Vec::size()) {
         const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
         const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
@@ -563,6 +566,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
                              (_t4 / ((Vec(static_cast<scalar_t>(2.0)) * _t2) + _t4)),
                              (x >= Vec(static_cast<scalar_t>(0.0))))),
             y_data_at, i - start, count);
+        fused_store<Vec>(_t1, saved0_data_at, i - start, count);
       }
       start = stop;
     }
@@ -571,12 +575,12 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   // The forward as one loop over the data.
   template <typename scalar_t, bool kRepeats>
   static void forward_loop(int64_t size, int64_t period, const scalar_t* x_data,
-                           int64_t x_period, scalar_t* y_data) {
-    at::parallel_for(0, size, at::internal::GRAIN_SIZE,
-                     [&](int64_t begin, int64_t end) {
-                       forward_loop_range<scalar_t, kRepeats>(begin, end, size, period,
-                                                              x_data, x_period, y_data);
-                     });
+                           int64_t x_period, scalar_t* y_data, scalar_t* saved0_data) {
+    at::parallel_for(
+        0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+          forward_loop_range<scalar_t, kRepeats>(begin, end, size, period, x_data,
+                                                 x_period, y_data, saved0_data);
+        });
   }
 
   // The backward as one loop over the data. (One thread's range of it: what it reads
@@ -586,7 +590,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   static void backward_loop_range(int64_t begin, int64_t end, int64_t size,
                                   int64_t period, const scalar_t* grad_y_data,
                                   int64_t grad_y_period, const scalar_t* x_data,
-                                  int64_t x_period, scalar_t* grad_x_data,
+                                  int64_t x_period, const scalar_t* saved0_data,
+                                  int64_t saved0_period, scalar_t* grad_x_data,
                                   int64_t grad_x_data_period,
                                   int64_t grad_x_data_stride) {
     using Vec = at::vec::Vectorized<scalar_t>;
@@ -594,6 +599,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
       const int64_t stop = std::min(end, start + period - start % period);
       const scalar_t* const grad_y_at = fused_at(grad_y_data, grad_y_period, start);
       const scalar_t* const x_at = fused_at(x_data, x_period, start);
+      const scalar_t* const saved0_at = fused_at(saved0_data, saved0_period, start);
       scalar_t* const grad_x_data_at =
           fused_sink(grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
       for (int64_t block = start; block < stop; block += kFusedBlock) {
@@ -604,20 +610,21 @@ struct MishFused : public torch::autograd::Function<MishFused> {
           const Vec grad_y =
               fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
           const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
-          const Vec _t5 = vec_exp(x.abs().neg());
-          const Vec _t6 = (x >= Vec(static_cast<scalar_t>(0.0)));
-          const Vec _t7 = (_t5 * _t5);
-          const Vec _t8 = (Vec(static_cast<scalar_t>(2.0)) * _t5);
-          const Vec _t9 = (_t8 + Vec(static_cast<scalar_t>(1.0)));
-          const Vec _t10 =
-              Vec::blendv((_t5 * (_t5 + Vec(static_cast<scalar_t>(2.0))) /
-                           (_t7 + _t8 + Vec(static_cast<scalar_t>(2.0)))),
-                          (_t9 / ((Vec(static_cast<scalar_t>(2.0)) * _t7) + _t9)), _t6);
+          const Vec saved0 =
+              fused_load<kRepeats, Vec>(saved0_at, saved0_period, i - start, count);
+          const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
+          const Vec _t6 = (saved0 * saved0);
+          const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
+          const Vec _t8 = (_t7 + Vec(static_cast<scalar_t>(1.0)));
+          const Vec _t9 =
+              Vec::blendv((saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
+                           (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
+                          (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
           fused_store<kRepeats, Vec>(
               (grad_y *
-               (_t10 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t10 * _t10)) *
-                        Vec::blendv(_t5, Vec(static_cast<scalar_t>(1.0)), _t6) /
-                        (_t5 + Vec(static_cast<scalar_t>(1.0)))))),
+               (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
+                       Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
+                       (saved0 + Vec(static_cast<scalar_t>(1.0)))))),
               grad_x_data_at, grad_x_data_period, size, grad_x_data_stride, i - start,
               count, grad_x_data_block);
         }
@@ -632,35 +639,40 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   template <typename scalar_t, bool kRepeats>
   static void backward_loop(int64_t size, int64_t period, const scalar_t* grad_y_data,
                             int64_t grad_y_period, const scalar_t* x_data,
-                            int64_t x_period, scalar_t* grad_x_data,
+                            int64_t x_period, const scalar_t* saved0_data,
+                            int64_t saved0_period, scalar_t* grad_x_data,
                             int64_t grad_x_data_period, int64_t grad_x_data_stride) {
-    at::parallel_for(
-        0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-          backward_loop_range<scalar_t, kRepeats>(
-              begin, end, size, period, grad_y_data, grad_y_period, x_data, x_period,
-              grad_x_data, grad_x_data_period, grad_x_data_stride);
-        });
+    at::parallel_for(0, size, at::internal::GRAIN_SIZE,
+                     [&](int64_t begin, int64_t end) {
+                       backward_loop_range<scalar_t, kRepeats>(
+                           begin, end, size, period, grad_y_data, grad_y_period, x_data,
+                           x_period, saved0_data, saved0_period, grad_x_data,
+                           grad_x_data_period, grad_x_data_stride);
+                     });
   }
 
   // The forward's values by forward_loop.
   static variable_list fused_values(const at::Tensor& x) {
     FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();
+    const at::Tensor out1 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
       (frame.repeating
            ? forward_loop<scalar_t, true>
            : forward_loop<scalar_t, false>)(frame.size, frame.period,
                                             frame.data<scalar_t>(0), frame.periods[0],
-                                            out0.mutable_data_ptr<scalar_t>());
+                                            out0.mutable_data_ptr<scalar_t>(),
+                                            out1.mutable_data_ptr<scalar_t>());
     });
-    return {frame.result(out0)};
+    return {frame.result(out0), frame.result(out1)};
   }
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else
   // in the broadcast shape; undefined where not needed.
   static variable_list fused_gradients(const at::Tensor& grad_y, const at::Tensor& x,
-                                       bool need_x, at::IntArrayRef grad_x_shape) {
-    FusedFrame frame({grad_y, x});
+                                       const at::Tensor& saved0, bool need_x,
+                                       at::IntArrayRef grad_x_shape) {
+    FusedFrame frame({grad_y, x, saved0});
     const FusedGradient grad_x_sink(frame, need_x, grad_x_shape);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
       (frame.repeating
@@ -668,6 +680,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
            : backward_loop<scalar_t, false>)(frame.size, frame.period,
                                              frame.data<scalar_t>(0), frame.periods[0],
                                              frame.data<scalar_t>(1), frame.periods[1],
+                                             frame.data<scalar_t>(2), frame.periods[2],
                                              grad_x_sink.data<scalar_t>(),
                                              grad_x_sink.period, grad_x_sink.stride);
     });
@@ -685,18 +698,24 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
     variable_list outputs = values(x);
-    ctx->save_for_backward({x});
+    // What the fused backward reads besides the outputs: undefined where the forward
+    // ran ATen operations (then the backward does too).
+    outputs.resize(2);
+    const variable_list fused_saved(outputs.begin() + 1, outputs.end());
+    outputs.resize(1);
+    ctx->save_for_backward({x, fused_saved[0]});
     return outputs;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
+    at::Tensor saved0 = saved[1];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, x})) {
-      const variable_list fused = fused_gradients(grad_y, x, need_x, x.sizes());
+    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, x, saved0})) {
+      const variable_list fused = fused_gradients(grad_y, x, saved0, need_x, x.sizes());
       grad_x = fused[0];
       return {reduce_to(grad_x, x.sizes())};
     }

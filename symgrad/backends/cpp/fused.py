@@ -14,9 +14,9 @@ the ATen path: other devices, torch.compile's fake tensors, and the backward whe
 mode is on (double backward differentiates the ATen operations). The statements are the
 IR's: the same formulas, read from the same saved tensors (in fused mode nothing else is
 saved: symgrad.ad.derive), so the two paths agree up to rounding. The backward loop
-recomputes the forward values it needs from those inputs, which it reads anyway: storing
-even a transcendental call's result for it (as eager autograd saves sigmoid's) measured
-no faster for silu, mish, gelu and swish, and 5-20% slower for softplus.
+recomputes the forward values it needs from those inputs, which it reads anyway, but for
+transcendental calls the forward makes too (exp, tanh, erf: `_saved_calls`), which the
+forward loop stores for it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from symgrad.backends.cpp.loop_forms import expanded, hoisted
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.backends.statements import backward_statements
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import reductions
+from symgrad.language import functions, reductions
 from symgrad.language.piecewise import is_condition
 
 
@@ -74,6 +74,8 @@ class FusedLoops:
     backward: Loop
     # (gradient variable, need flag, input shape) per input that gets a gradient, in order.
     gradients: tuple[tuple[str, str, str], ...]
+    # Forward values the forward loop stores for the backward loop, beyond the outputs.
+    saved: tuple[str, ...] = ()
     # Per forward store: how the output is reduced, or None for a value per element.
     summed: tuple[Summed | None, ...] = ()
     # Gradients of residual outputs: the loops assume them undefined (they always are).
@@ -108,11 +110,17 @@ def fused_loops(
     if sum(sympy.count_ops(e) for e in [*outputs, *totals]) > _MAX_INLINED_OPS:
         return None
     totals, unsqueezed = _unsqueezed_grads(totals, printer, namer)
+    reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
+    saved = _saved_calls(totals, outputs, derived, reduced, namer)
+    totals = [t.xreplace(saved) for t in totals]
+    definitions = _definitions(derived, outputs, reduced)
+    stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
+    targets = [*(o.symbol for o in derived.outputs), *saved.values()]
     name = printer.doprint
     try:
         forward, _ = _build_loop(
-            outputs,
-            [f"{name(o.symbol)}_data" for o in derived.outputs],
+            stored,
+            [f"{name(t)}_data" for t in targets],
             [i.symbol for i in spec.tensor_inputs],
             [i.symbol for i in spec.inputs if not i.is_tensor],
             printer,
@@ -125,6 +133,7 @@ def fused_loops(
                 *(p.grad for p in derived.backward),
                 *unsqueezed,
                 *derived.saved_tensors,
+                *saved.values(),
             ],
             [*(i.symbol for i in derived.saved_numbers), *(f.target for f in derived.shape_facts)],
             printer,
@@ -139,7 +148,8 @@ def fused_loops(
         forward,
         dataclasses.replace(backward, arguments=arguments),
         tuple((gradient_names[i.name], need_names[i.name], input_shapes[i.name]) for i in received),
-        tuple(summed),
+        tuple(name(s) for s in saved.values()),
+        (*summed, *(None for _ in saved)),
         tuple(name(p.grad) for p in derived.backward if p.output in derived.residuals),
         tuple(sorted({u.grad for u in unsqueezed.values()})),
     )
@@ -156,6 +166,12 @@ def _backward_totals(derived: Derived, received: Sequence[Input]) -> list[sympy.
         ).xreplace(statements)
         for item in received
     ]
+
+
+# At most this many forward values are stored for the backward (each one tensor).
+_MAX_SAVED_CALLS = 2
+# Functions too cheap to be worth a pass over memory to keep.
+_RECOMPUTED = frozenset({"abs", "sign", "floor", "ceil", "round"})
 
 
 # Specs whose loops, written out as one expression per stored value, pass this many
@@ -250,6 +266,52 @@ def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
     for statement in statements:
         values[statement.target] = expanded(statement.expr).xreplace(values)
     return values
+
+
+def _definitions(
+    derived: Derived, outputs: Sequence[sympy.Expr], reduced: set[sympy.Symbol]
+) -> dict[sympy.Basic, sympy.Expr]:
+    """Each output's loop value, by output, but for summed outputs (known after the loop)."""
+    return {
+        o.symbol: value
+        for o, value in zip(derived.outputs, outputs, strict=True)
+        if o.symbol not in reduced
+    }
+
+
+def _saved_calls(
+    totals: Sequence[sympy.Expr],
+    outputs: Sequence[sympy.Expr],
+    derived: Derived,
+    reduced: set[sympy.Symbol],
+    namer: Namer,
+) -> dict[sympy.Basic, sympy.Symbol]:
+    """Calls the backward makes that the forward makes too, which the forward stores.
+
+    A transcendental call costs more than a pass over memory: where the backward would
+    recompute one the forward computed, the forward stores it once (as eager autograd
+    saves sigmoid's result). A call only the backward makes stays in the backward, and so
+    do the cheap ones (`_RECOMPUTED`). Measured (paired, one thread): storing is 10-20%
+    faster for silu and gelu, and on par for softplus, than calling exp again.
+    """
+    definitions = _definitions(derived, outputs, reduced)
+    available = {i.symbol for i in derived.spec.inputs} | set(definitions)
+    computed = {n for v in outputs for n in sympy.preorder_traversal(v)}
+    chosen: dict[sympy.Basic, sympy.Symbol] = {}
+    for total in totals:
+        for node in sympy.preorder_traversal(total):
+            if len(chosen) == _MAX_SAVED_CALLS:
+                return chosen
+            if (
+                isinstance(node, functions.ElementwiseFunction)
+                and type(node).__name__ not in _RECOMPUTED
+                and node.free_symbols
+                and node.free_symbols <= available
+                and node.xreplace(definitions) in computed
+                and node not in chosen
+            ):
+                chosen[node] = sympy.Symbol(namer.fresh(f"saved{len(chosen)}"), real=True)
+    return chosen
 
 
 def _build_loop(

@@ -113,8 +113,10 @@ def function_context(
             if not o.differentiable
         ),
         saved_comment=saved_comment(derived, width=80),
-        saved_tensors=saved_tensors,
-        saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors),
+        saved_tensors=saved_tensors
+        + tuple(f"fused_saved[{n}]" for n in range(len(fused.saved) if fused else 0)),
+        saved_tensor_names=tuple(printer.doprint(s) for s in derived.saved_tensors)
+        + (fused.saved if fused else ()),
         saved_data=tuple(_saved_data(derived, printer, shapes, helpers)),
         several_outputs=several,
         several_returned=len(derived.outputs) > 1,
