@@ -168,15 +168,13 @@ def _backward_totals(derived: Derived, received: Sequence[Input]) -> list[sympy.
     ]
 
 
+# Specs whose loops, written out as one expression per stored value, pass this many
+# operations keep the ATen Function: the loops are meant for activation-sized formulas.
+_MAX_INLINED_OPS = 3000
 # At most this many forward values are stored for the backward (each one tensor).
 _MAX_SAVED_CALLS = 2
 # Functions too cheap to be worth a pass over memory to keep.
 _RECOMPUTED = frozenset({"abs", "sign", "floor", "ceil", "round"})
-
-
-# Specs whose loops, written out as one expression per stored value, pass this many
-# operations keep the ATen Function: the loops are meant for activation-sized formulas.
-_MAX_INLINED_OPS = 3000
 # What the loops cannot compute inside an expression.
 _NOT_ELEMENTWISE = (
     reductions.Reduction,

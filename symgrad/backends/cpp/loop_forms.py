@@ -29,7 +29,7 @@ def expanded(expr: sympy.Expr) -> sympy.Expr:
 
 
 class Log1pUnit(sympy.Function):
-    """log1p(t) for t in [0, 1], which the loops compute by a short series (no log call)."""
+    """log1p(t) for t in [0, 1], which the loops compute by a short polynomial (no log call)."""
 
     nargs = 1
 
