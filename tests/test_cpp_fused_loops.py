@@ -26,8 +26,8 @@ from tests.conftest import CPP_SLOW_MODE
 
 pytestmark = CPP_SLOW_MODE
 
-# Names of their own: a loader trusts an operator already registered under its name (the
-# examples' huber_loss, say, in the same process).
+# Names of their own: one process loads one build of an operator name, and a loader
+# refuses another (the examples' huber_loss, say, in the same process).
 SPEC = """\
 name: BroadcastMix
 inputs:

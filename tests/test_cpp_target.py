@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import symgrad
 from symgrad.backends.cpp import render
 from symgrad.cli import main
+from tests.conftest import import_file
 
 EXAMPLES = sorted(Path("examples").glob("*.yaml"), key=str)
 
@@ -198,3 +200,28 @@ def test_a_doc_ending_in_a_backslash_does_not_comment_out_code() -> None:
     )
     source = symgrad.generate(spec, "cpp")["twice.cpp"]
     assert all(not line.rstrip().endswith("\\") for line in source.splitlines())
+
+
+def test_the_loader_refuses_an_operator_another_version_of_its_source_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process cannot hold two builds of one operator; the second loader says so rather
+    than run the first one's code. An operator registered otherwise (an ahead-of-time
+    build, this very source) is used as it is. No compiler: the operator is registered
+    from Python, and the other build is only a path among torch's loaded libraries."""
+    spec = symgrad.spec_from_dict(
+        {"name": "LoaderProbe", "inputs": {"x": "tensor"}, "outputs": {"y": "2 * x"}}
+    )
+    symgrad.write_files(symgrad.generate(spec, "cpp"), tmp_path)
+    library = torch.library.Library("symgrad_loader_probe", "DEF")
+    library.define("loader_probe(Tensor x) -> Tensor")
+    library.impl("loader_probe", lambda x: 2 * x, "CompositeExplicitAutograd")
+    monkeypatch.setenv("SYMGRAD_CPP_CACHE", str(tmp_path / "cache"))
+    other = tmp_path / "cache" / "loader_probe_0123456789abcdef" / "symgrad_loader_probe.so"
+    neighbour = tmp_path / "cache" / "loader_probe_twice_0123456789abcdef" / "x.so"
+    monkeypatch.setattr(torch.ops, "loaded_libraries", {str(neighbour)})
+    module = import_file(tmp_path / "loader_probe.py", "loader_probe_first")
+    assert torch.equal(module.loader_probe(torch.ones(2)), torch.full((2,), 2.0))
+    monkeypatch.setattr(torch.ops, "loaded_libraries", {str(other), str(neighbour)})
+    with pytest.raises(ImportError, match=r"another version of loader_probe\.cpp"):
+        import_file(tmp_path / "loader_probe.py", "loader_probe_second")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,15 +54,31 @@ def _find_ninja() -> None:
         os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
+def _refuse_another_version(directory: Path) -> None:
+    """Refuse the operator where another version of this source registered it in this
+    process: a library cannot be unloaded, and calls would run the other one's code."""
+    builds = re.compile(r"pseudo_huber_[0-9a-f]{16}")
+    for library in map(Path, torch.ops.loaded_libraries):
+        name = library.parent.name
+        if builds.fullmatch(name) and name != directory.name:
+            raise ImportError(
+                f"another version of {_SOURCE.name} is already loaded in this process "
+                f"({library}); restart Python to load this one"
+            )
+
+
 def _load() -> Any:
     """Build the C++ unless this very source was built here; load it; the operator."""
     source = _SOURCE.read_bytes()
-    if not hasattr(torch.ops.symgrad_pseudo_huber, "pseudo_huber"):
+    directory = _build_directory(source)
+    if hasattr(torch.ops.symgrad_pseudo_huber, "pseudo_huber"):
+        _refuse_another_version(directory)
+    else:
         _find_ninja()
         torch.utils.cpp_extension.load(
             name="symgrad_pseudo_huber",
             sources=[str(_SOURCE)],
-            build_directory=str(_build_directory(source)),
+            build_directory=str(directory),
             extra_cflags=_FLAGS,
             extra_ldflags=_LINK_FLAGS,
             is_python_module=False,
