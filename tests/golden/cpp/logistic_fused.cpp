@@ -80,7 +80,8 @@ inline bool fused_loops_apply(std::initializer_list<at::Tensor> tensors) {
 // shape, in order): `size` for a tensor with a value per element (broadcast ones are
 // expanded and made contiguous); the tensor's numel where it covers the frame's
 // trailing dims and repeats over the leading ones (a bias [C] against [N, C], C >=
-// kMinPeriod: read in place, not expanded); 0 for a single value.
+// kMinPeriod: read in place, not expanded); 0 for a single value (copied kSingleRoom
+// times, so that a vector load at its start reads it in every lane).
 struct FusedFrame {
   explicit FusedFrame(std::initializer_list<at::Tensor> tensors) {
     dtype = tensors.begin()->scalar_type();
@@ -95,6 +96,8 @@ struct FusedFrame {
       const int64_t repeats = period_of(input.sizes());
       if (repeats == size && input.sizes() != at::IntArrayRef(shape)) {
         input = input.expand(shape);
+      } else if (repeats == 0) {
+        input = input.reshape({1}).expand({kSingleRoom});
       }
       inputs.push_back(input.is_contiguous() ? input : input.contiguous());
       periods.push_back(repeats);
@@ -105,6 +108,9 @@ struct FusedFrame {
   // Repeating tensors shorter than this are expanded: a segment per repeat would cost
   // more than the copy.
   static constexpr int64_t kMinPeriod = 128;
+
+  // Copies of a single value: enough for a vector of any width (64 lanes).
+  static constexpr int64_t kSingleRoom = 64;
 
   // The period of a tensor of `sizes` in the frame (see above).
   int64_t period_of(at::IntArrayRef sizes) const {
@@ -239,16 +245,15 @@ inline const T* fused_at(const T* data, int64_t period, int64_t start) {
 }
 
 // `count` consecutive elements (a whole vector but at the end), `offset` elements into
-// a segment read at `at`; a single value broadcast. (kRepeats false: no tensor repeats,
-// and the loop has no test for it.)
+// a segment read at `at`; for a single value (period 0), its copies at `at`, by a mask
+// on the offset: the loop's test of the period is then one the compiler hoists, not a
+// branch per vector. (kRepeats false: no tensor repeats, and the loop has no mask.)
 template <bool kRepeats, typename Vec>
 inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
                       int64_t offset, int64_t count) {
-  if (kRepeats && period == 0) {
-    return Vec(*at);
-  }
-  return count == Vec::size() ? Vec::loadu(at + offset)
-                              : Vec::loadu(at + offset, count);
+  const typename Vec::value_type* const from =
+      at + (kRepeats ? offset & (period == 0 ? int64_t{0} : ~int64_t{0}) : offset);
+  return count == Vec::size() ? Vec::loadu(from) : Vec::loadu(from, count);
 }
 
 // Where a segment starting at element `start` writes a result of `period`: its place in
@@ -329,6 +334,31 @@ inline void fused_fold(const Vec& block, typename Vec::value_type* at, int64_t p
 }
 
 // Functions the loops call that Vectorized has no method for.
+
+// c[0] + c[1] x + ... + c[N-1] x**(N-1) by Estrin's scheme: terms are paired, then
+// pairs of pairs, so the chain of dependent multiply-adds is log2(N) long where
+// Horner's is N; the loops' polynomials sit on their critical path.
+template <typename Vec, size_t N>
+inline Vec vec_polynomial(const Vec& x,
+                          const std::array<typename Vec::value_type, N>& c) {
+  std::array<Vec, N> terms;
+  for (size_t i = 0; i < N; ++i) {
+    terms[i] = Vec(c[i]);
+  }
+  Vec power = x;
+  for (size_t count = N; count > 1; count = (count + 1) / 2) {
+    for (size_t i = 0; i < count / 2; ++i) {
+      terms[i] = at::vec::fmadd(terms[2 * i + 1], power, terms[2 * i]);
+    }
+    if (count % 2 == 1) {
+      terms[count / 2] = terms[count - 1];
+    }
+    power = power * power;
+  }
+  return terms[0];
+}
+
+// exp, by Vectorized's own for any type but float.
 template <typename Vec>
 inline Vec vec_exp(const Vec& x) {
   return x.exp();
@@ -337,9 +367,9 @@ inline Vec vec_exp(const Vec& x) {
 // exp for float, inline: Vectorized's exp is an out-of-line Sleef call, which makes the
 // loop spill its registers around every call and costs about half as much again.
 // Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts), exp(r) by a
-// degree-7 polynomial, times 2**n as two powers of two so that subnormal results come
-// out right. Within 1 eps (relative) of exp on every float; NaN, -inf and +inf give
-// NaN, 0 and inf.
+// degree-7 polynomial (Estrin's scheme), times 2**n as two powers of two so that
+// subnormal results come out right. Within 1 eps (relative) of exp on every float; NaN,
+// -inf and +inf give NaN, 0 and inf.
 inline at::vec::Vectorized<float> vec_exp(const at::vec::Vectorized<float>& x) {
   using Vec = at::vec::Vectorized<float>;
   using Int = at::vec::Vectorized<int32_t>;
@@ -348,13 +378,10 @@ inline at::vec::Vectorized<float> vec_exp(const at::vec::Vectorized<float>& x) {
   const Vec n = (clamped * Vec(1.44269504088896341f)).round();
   Vec r = at::vec::fmadd(n, Vec(-0.693359375f), clamped);
   r = at::vec::fmadd(n, Vec(2.12194440e-4f), r);
-  Vec p(1.9875691500e-4f);
-  p = at::vec::fmadd(p, r, Vec(1.3981999507e-3f));
-  p = at::vec::fmadd(p, r, Vec(8.3334519073e-3f));
-  p = at::vec::fmadd(p, r, Vec(4.1665795894e-2f));
-  p = at::vec::fmadd(p, r, Vec(1.6666665459e-1f));
-  p = at::vec::fmadd(p, r, Vec(5.0000001201e-1f));
-  p = at::vec::fmadd(p, r * r, r + Vec(1.0f));
+  const Vec p = at::vec::fmadd(
+      vec_polynomial<Vec, 6>(r, {5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f,
+                                 8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f}),
+      r * r, r + Vec(1.0f));
   const Int k = at::vec::convert_to_int_of_same_size(n);
   const Int half = k >> Int(1);
   const Vec low = at::vec::cast<float>((half + Int(127)) << Int(23));
@@ -395,29 +422,6 @@ inline Vec vec_ipow(Vec x, int n) {
     x = x * x;
   }
   return result;
-}
-
-// c[0] + c[1] x + ... + c[N-1] x**(N-1) by Estrin's scheme: terms are paired, then
-// pairs of pairs, so the chain of dependent multiply-adds is log2(N) long where
-// Horner's is N; the loops' polynomials sit on their critical path.
-template <typename Vec, size_t N>
-inline Vec vec_polynomial(const Vec& x,
-                          const std::array<typename Vec::value_type, N>& c) {
-  std::array<Vec, N> terms;
-  for (size_t i = 0; i < N; ++i) {
-    terms[i] = Vec(c[i]);
-  }
-  Vec power = x;
-  for (size_t count = N; count > 1; count = (count + 1) / 2) {
-    for (size_t i = 0; i < count / 2; ++i) {
-      terms[i] = at::vec::fmadd(terms[2 * i + 1], power, terms[2 * i]);
-    }
-    if (count % 2 == 1) {
-      terms[count / 2] = terms[count - 1];
-    }
-    power = power * power;
-  }
-  return terms[0];
 }
 
 // log1p(t) for t in [0, 1] (softplus's exp(-|u|)), without a log call: 2 atanh(z) with
@@ -463,14 +467,20 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
       const int64_t stop = std::min(end, start + period - start % period);
       const scalar_t* const x_at = fused_at(x_data, x_period, start);
       scalar_t* const y_data_at = y_data == nullptr ? nullptr : y_data + start;
-      for (int64_t i = start; i < stop; i += Vec::size()) {
-        const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+      const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
         const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
         const Vec _t0 = vec_exp(x.abs().neg());
         fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
                                       (x >= Vec(static_cast<scalar_t>(0.0)))) /
                           (_t0 + Vec(static_cast<scalar_t>(1.0)))),
                          y_data_at, i - start, count);
+      };
+      int64_t i = start;
+      for (; i + Vec::size() <= stop; i += Vec::size()) {
+        step(i, Vec::size());
+      }
+      if (i < stop) {
+        step(i, stop - i);
       }
       start = stop;
     }
@@ -507,8 +517,7 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
       for (int64_t block = start; block < stop; block += kFusedBlock) {
         const int64_t block_stop = std::min(stop, block + kFusedBlock);
         Vec grad_x_data_block(0);
-        for (int64_t i = block; i < block_stop; i += Vec::size()) {
-          const int64_t count = std::min<int64_t>(Vec::size(), block_stop - i);
+        const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
           const Vec grad_y =
               fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
           const Vec y = fused_load<kRepeats, Vec>(y_at, y_period, i - start, count);
@@ -516,6 +525,13 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
               (grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)), grad_x_data_at,
               grad_x_data_period, size, grad_x_data_stride, i - start, count,
               grad_x_data_block);
+        };
+        int64_t i = block;
+        for (; i + Vec::size() <= block_stop; i += Vec::size()) {
+          step(i, Vec::size());
+        }
+        if (i < block_stop) {
+          step(i, block_stop - i);
         }
         fused_fold<kRepeats, Vec>(grad_x_data_block, grad_x_data_at, grad_x_data_period,
                                   grad_x_data_stride);
@@ -639,14 +655,20 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
       const int64_t stop = std::min(end, start + period - start % period);
       const scalar_t* const x_at = fused_at(x_data, x_period, start);
       scalar_t* const y_data_at = y_data == nullptr ? nullptr : y_data + start;
-      for (int64_t i = start; i < stop; i += Vec::size()) {
-        const int64_t count = std::min<int64_t>(Vec::size(), stop - i);
+      const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
         const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
         const Vec _t0 = vec_exp(x.abs().neg());
         fused_store<Vec>((Vec::blendv(_t0, Vec(static_cast<scalar_t>(1.0)),
                                       (x >= Vec(static_cast<scalar_t>(0.0)))) /
                           (_t0 + Vec(static_cast<scalar_t>(1.0)))),
                          y_data_at, i - start, count);
+      };
+      int64_t i = start;
+      for (; i + Vec::size() <= stop; i += Vec::size()) {
+        step(i, Vec::size());
+      }
+      if (i < stop) {
+        step(i, stop - i);
       }
       start = stop;
     }
@@ -683,8 +705,7 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
       for (int64_t block = start; block < stop; block += kFusedBlock) {
         const int64_t block_stop = std::min(stop, block + kFusedBlock);
         Vec grad_x_data_block(0);
-        for (int64_t i = block; i < block_stop; i += Vec::size()) {
-          const int64_t count = std::min<int64_t>(Vec::size(), block_stop - i);
+        const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
           const Vec grad_y =
               fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
           const Vec y = fused_load<kRepeats, Vec>(y_at, y_period, i - start, count);
@@ -692,6 +713,13 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
               (grad_y * y * (Vec(static_cast<scalar_t>(1.0)) - y)), grad_x_data_at,
               grad_x_data_period, size, grad_x_data_stride, i - start, count,
               grad_x_data_block);
+        };
+        int64_t i = block;
+        for (; i + Vec::size() <= block_stop; i += Vec::size()) {
+          step(i, Vec::size());
+        }
+        if (i < block_stop) {
+          step(i, block_stop - i);
         }
         fused_fold<kRepeats, Vec>(grad_x_data_block, grad_x_data_at, grad_x_data_period,
                                   grad_x_data_stride);
