@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,33 @@ _FLAGS: list[str] = []
 _LINK_FLAGS: list[str] = []
 
 
+# A build's folder is named for the module and a key: this many hex digits of a hash of
+# what it was built from.
+_KEY_DIGITS = 16
+
+
+def _build_name(key: str) -> str:
+    """The name of the build folder of `key`."""
+    return f"logistic_moments_{key}"
+
+
 def _build_directory(source: bytes) -> Path:
-    """Where the built library lives: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
+    """Where this source is built: $SYMGRAD_CPP_CACHE, else ~/.cache/symgrad/cpp."""
     root = (
         os.environ.get("SYMGRAD_CPP_CACHE")
         or Path.home() / ".cache" / "symgrad" / "cpp"
     )
     salt = (torch.__version__ + " ".join(_FLAGS)).encode()
-    key = hashlib.sha256(source + salt).hexdigest()[:16]
-    directory = Path(root) / f"logistic_moments_{key}"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+    return Path(root) / _build_name(
+        hashlib.sha256(source + salt).hexdigest()[:_KEY_DIGITS]
+    )
+
+
+def _is_another_build(name: str, own: str) -> bool:
+    """Whether the folder `name` holds a build of this module other than `own`."""
+    key = name.removeprefix(_build_name(""))
+    hexadecimal = all(digit in "0123456789abcdef" for digit in key)
+    return name != own and key != name and len(key) == _KEY_DIGITS and hexadecimal
 
 
 def _find_ninja() -> None:
@@ -57,10 +72,8 @@ def _find_ninja() -> None:
 def _refuse_another_version(directory: Path) -> None:
     """Refuse the operator where another version of this source registered it in this
     process: a library cannot be unloaded, and calls would run the other one's code."""
-    builds = re.compile(r"logistic_moments_[0-9a-f]{16}")
     for library in map(Path, torch.ops.loaded_libraries):
-        name = library.parent.name
-        if builds.fullmatch(name) and name != directory.name:
+        if _is_another_build(library.parent.name, directory.name):
             raise ImportError(
                 f"another version of {_SOURCE.name} is already loaded in this process "
                 f"({library}); restart Python to load this one"
@@ -74,6 +87,7 @@ def _load() -> Any:
     if hasattr(torch.ops.symgrad_logistic_moments, "logistic_moments"):
         _refuse_another_version(directory)
     else:
+        directory.mkdir(parents=True, exist_ok=True)
         _find_ninja()
         torch.utils.cpp_extension.load(
             name="symgrad_logistic_moments",
