@@ -68,12 +68,25 @@ def _loops(output: str, mode: str = "fused", **inputs: Any) -> FusedLoops | None
     )
 
 
-def test_silu_stores_sigmoid_for_the_backward() -> None:
+def test_silu_stores_its_derivative_for_the_backward() -> None:
+    """One input, one output: the forward stores the derivative, and the backward loop
+    reads the gradient and it, and multiplies."""
     loops = _loops("x * sigmoid(x)")
     assert loops is not None
     assert loops.saved == ("saved0",)
     assert [pointer for pointer, _ in loops.forward.stores] == ["y_data", "saved0_data"]
-    assert loops.backward.loads == ("grad_y", "x", "saved0")
+    assert loops.backward.loads == ("grad_y", "saved0")
+    assert loops.backward.lines == ()
+    assert [value for _, value in loops.backward.stores] == ["(grad_y * saved0)"]
+
+
+def test_several_inputs_store_the_calls_rather_than_a_derivative_each() -> None:
+    """A derivative per input would be a stored tensor per input: the forward stores the
+    sigmoid once, and the backward loop computes both gradients from it."""
+    loops = _loops("x * sigmoid(b * x)", b="tensor")
+    assert loops is not None
+    assert loops.saved == ("saved0",)
+    assert loops.backward.loads == ("grad_y", "x", "b", "saved0")
     assert not any("sigmoid" in line or "vec_exp" in line for line in loops.backward.lines)
 
 

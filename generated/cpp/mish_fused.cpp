@@ -559,17 +559,21 @@ struct MishFused : public torch::autograd::Function<MishFused> {
           saved0_data == nullptr ? nullptr : saved0_data + start;
       const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
         const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
-        const Vec _t1 = vec_exp(x.abs().neg());
-        const Vec _t2 = (_t1 * _t1);
-        const Vec _t3 = (Vec(static_cast<scalar_t>(2.0)) * _t1);
-        const Vec _t4 = (_t3 + Vec(static_cast<scalar_t>(1.0)));
+        const Vec _t1 = (x >= Vec(static_cast<scalar_t>(0.0)));
+        const Vec _t2 = vec_exp(x.abs().neg());
+        const Vec _t3 = (_t2 * _t2);
+        const Vec _t4 = (Vec(static_cast<scalar_t>(2.0)) * _t2);
+        const Vec _t5 = (_t4 + Vec(static_cast<scalar_t>(1.0)));
+        const Vec _t6 =
+            Vec::blendv((_t2 * (_t2 + Vec(static_cast<scalar_t>(2.0))) /
+                         (_t3 + _t4 + Vec(static_cast<scalar_t>(2.0)))),
+                        (_t5 / ((Vec(static_cast<scalar_t>(2.0)) * _t3) + _t5)), _t1);
+        fused_store<Vec>((_t6 * x), y_data_at, i - start, count);
         fused_store<Vec>(
-            (x * Vec::blendv((_t1 * (_t1 + Vec(static_cast<scalar_t>(2.0))) /
-                              (_t2 + _t3 + Vec(static_cast<scalar_t>(2.0)))),
-                             (_t4 / ((Vec(static_cast<scalar_t>(2.0)) * _t2) + _t4)),
-                             (x >= Vec(static_cast<scalar_t>(0.0))))),
-            y_data_at, i - start, count);
-        fused_store<Vec>(_t1, saved0_data_at, i - start, count);
+            (_t6 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t6 * _t6)) *
+                    Vec::blendv(_t2, Vec(static_cast<scalar_t>(1.0)), _t1) /
+                    (_t2 + Vec(static_cast<scalar_t>(1.0))))),
+            saved0_data_at, i - start, count);
       };
       int64_t i = start;
       for (; i + Vec::size() <= stop; i += Vec::size()) {
@@ -599,8 +603,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   template <typename scalar_t, bool kRepeats>
   static void backward_loop_range(int64_t begin, int64_t end, int64_t size,
                                   int64_t period, const scalar_t* grad_y_data,
-                                  int64_t grad_y_period, const scalar_t* x_data,
-                                  int64_t x_period, const scalar_t* saved0_data,
+                                  int64_t grad_y_period, const scalar_t* saved0_data,
                                   int64_t saved0_period, scalar_t* grad_x_data,
                                   int64_t grad_x_data_period,
                                   int64_t grad_x_data_stride) {
@@ -608,7 +611,6 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     for (int64_t start = begin; start < end;) {
       const int64_t stop = std::min(end, start + period - start % period);
       const scalar_t* const grad_y_at = fused_at(grad_y_data, grad_y_period, start);
-      const scalar_t* const x_at = fused_at(x_data, x_period, start);
       const scalar_t* const saved0_at = fused_at(saved0_data, saved0_period, start);
       scalar_t* const grad_x_data_at =
           fused_sink(grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
@@ -618,24 +620,11 @@ struct MishFused : public torch::autograd::Function<MishFused> {
         const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
           const Vec grad_y =
               fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
-          const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
           const Vec saved0 =
               fused_load<kRepeats, Vec>(saved0_at, saved0_period, i - start, count);
-          const Vec _t5 = (x >= Vec(static_cast<scalar_t>(0.0)));
-          const Vec _t6 = (saved0 * saved0);
-          const Vec _t7 = (Vec(static_cast<scalar_t>(2.0)) * saved0);
-          const Vec _t8 = (_t7 + Vec(static_cast<scalar_t>(1.0)));
-          const Vec _t9 =
-              Vec::blendv((saved0 * (saved0 + Vec(static_cast<scalar_t>(2.0))) /
-                           (_t6 + _t7 + Vec(static_cast<scalar_t>(2.0)))),
-                          (_t8 / ((Vec(static_cast<scalar_t>(2.0)) * _t6) + _t8)), _t5);
-          fused_store<kRepeats, Vec>(
-              (grad_y *
-               (_t9 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t9 * _t9)) *
-                       Vec::blendv(saved0, Vec(static_cast<scalar_t>(1.0)), _t5) /
-                       (saved0 + Vec(static_cast<scalar_t>(1.0)))))),
-              grad_x_data_at, grad_x_data_period, size, grad_x_data_stride, i - start,
-              count, grad_x_data_block);
+          fused_store<kRepeats, Vec>((grad_y * saved0), grad_x_data_at,
+                                     grad_x_data_period, size, grad_x_data_stride,
+                                     i - start, count, grad_x_data_block);
         };
         int64_t i = block;
         for (; i + Vec::size() <= block_stop; i += Vec::size()) {
@@ -654,17 +643,15 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   // The backward as one loop over the data.
   template <typename scalar_t, bool kRepeats>
   static void backward_loop(int64_t size, int64_t period, const scalar_t* grad_y_data,
-                            int64_t grad_y_period, const scalar_t* x_data,
-                            int64_t x_period, const scalar_t* saved0_data,
+                            int64_t grad_y_period, const scalar_t* saved0_data,
                             int64_t saved0_period, scalar_t* grad_x_data,
                             int64_t grad_x_data_period, int64_t grad_x_data_stride) {
-    at::parallel_for(0, size, at::internal::GRAIN_SIZE,
-                     [&](int64_t begin, int64_t end) {
-                       backward_loop_range<scalar_t, kRepeats>(
-                           begin, end, size, period, grad_y_data, grad_y_period, x_data,
-                           x_period, saved0_data, saved0_period, grad_x_data,
-                           grad_x_data_period, grad_x_data_stride);
-                     });
+    at::parallel_for(
+        0, size, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+          backward_loop_range<scalar_t, kRepeats>(
+              begin, end, size, period, grad_y_data, grad_y_period, saved0_data,
+              saved0_period, grad_x_data, grad_x_data_period, grad_x_data_stride);
+        });
   }
 
   // The forward's values by forward_loop.
@@ -685,10 +672,10 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else
   // in the broadcast shape; undefined where not needed.
-  static variable_list fused_gradients(const at::Tensor& grad_y, const at::Tensor& x,
+  static variable_list fused_gradients(const at::Tensor& grad_y,
                                        const at::Tensor& saved0, bool need_x,
                                        at::IntArrayRef grad_x_shape) {
-    FusedFrame frame({grad_y, x, saved0});
+    FusedFrame frame({grad_y, saved0});
     const FusedGradient grad_x_sink(frame, need_x, grad_x_shape);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
       (frame.repeating
@@ -696,7 +683,6 @@ struct MishFused : public torch::autograd::Function<MishFused> {
            : backward_loop<scalar_t, false>)(frame.size, frame.period,
                                              frame.data<scalar_t>(0), frame.periods[0],
                                              frame.data<scalar_t>(1), frame.periods[1],
-                                             frame.data<scalar_t>(2), frame.periods[2],
                                              grad_x_sink.data<scalar_t>(),
                                              grad_x_sink.period, grad_x_sink.stride);
     });
@@ -730,8 +716,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, x, saved0})) {
-      const variable_list fused = fused_gradients(grad_y, x, saved0, need_x, x.sizes());
+    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, saved0})) {
+      const variable_list fused = fused_gradients(grad_y, saved0, need_x, x.sizes());
       grad_x = fused[0];
       return {reduce_to(grad_x, x.sizes())};
     }

@@ -16,7 +16,8 @@ IR's: the same formulas, read from the same saved tensors (in fused mode nothing
 saved: symgrad.ad.derive), so the two paths agree up to rounding. The backward loop
 recomputes the forward values it needs from those inputs, which it reads anyway, but for
 transcendental calls the forward makes too (exp, tanh, erf: `_saved_calls`), which the
-forward loop stores for it.
+forward loop stores for it; a Function of one input and one output then stores its
+derivative instead (`_derivative_factor`), and its backward loop only multiplies.
 """
 
 from __future__ import annotations
@@ -112,7 +113,12 @@ def fused_loops(
     totals, unsqueezed = _unsqueezed_grads(totals, printer, namer)
     reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
     saved = _saved_calls(totals, outputs, derived, reduced, namer)
-    totals = [t.xreplace(saved) for t in totals]
+    factor = _derivative_factor(totals, derived, reduced) if saved else None
+    if factor is None:
+        totals = [t.xreplace(saved) for t in totals]
+    else:
+        saved = {factor: next(iter(saved.values()))}
+        totals = [derived.backward[0].grad * saved[factor]]
     definitions = _definitions(derived, outputs, reduced)
     stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
     targets = [*(o.symbol for o in derived.outputs), *saved.values()]
@@ -310,6 +316,25 @@ def _saved_calls(
             ):
                 chosen[node] = sympy.Symbol(namer.fresh(f"saved{len(chosen)}"), real=True)
     return chosen
+
+
+def _derivative_factor(
+    totals: Sequence[sympy.Expr], derived: Derived, reduced: set[sympy.Symbol]
+) -> sympy.Expr | None:
+    """The derivative of a one-input, one-output elementwise Function, where its gradient
+    is the output's gradient times it; else None.
+
+    Where the backward loop would load stored calls, the forward stores this instead (as
+    a fused kernel keeps the derivative): the backward then reads the gradient and one
+    value per element, not the input and the calls, and only multiplies.
+    """
+    if len(totals) != 1 or len(derived.outputs) != 1 or reduced or derived.shape_facts:
+        return None
+    grad = derived.backward[0].grad
+    terms = sympy.Add.make_args(totals[0])
+    if any(term.as_independent(grad, as_Add=False)[1] != grad for term in terms):
+        return None
+    return totals[0].xreplace({grad: sympy.Integer(1)})
 
 
 def _build_loop(
