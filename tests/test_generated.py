@@ -62,7 +62,7 @@ def test_output_is_black_stable_and_free_of_absolute_paths(repo_root: Path) -> N
 
 
 def test_output_is_identical_under_any_hash_seed(repo_root: Path, tmp_path: Path) -> None:
-    """Two hash seeds, and the committed files (this process's seed): three outputs."""
+    """Two hash seeds in subprocesses and the committed files: three outputs to agree."""
     outputs = [{p.name: p.read_bytes() for p in (repo_root / "generated").glob("*.py")}]
     for seed in ("0", "12345"):
         folder = tmp_path / seed

@@ -543,8 +543,9 @@ inline Vec vec_not(const Vec& mask) {
 // Mish, x * tanh(softplus(x)), with forward and backward compiled.
 struct MishFused : public torch::autograd::Function<MishFused> {
   // The forward as one loop over the data. (One thread's range of it: what it reads are
-  // its own parameters, which the compiler keeps in registers; a lambda's captures it
-  // would reload after every vector store, which may alias anything.)
+  // its own parameters, which the compiler keeps in registers; the captures of
+  // parallel_for's lambda, not inlined, it would reload after every vector store, which
+  // may alias anything.)
   template <typename scalar_t, bool kRepeats>
   static void forward_loop_range(int64_t begin, int64_t end, int64_t size,
                                  int64_t period, const scalar_t* x_data,
@@ -598,8 +599,9 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   }
 
   // The backward as one loop over the data. (One thread's range of it: what it reads
-  // are its own parameters, which the compiler keeps in registers; a lambda's captures
-  // it would reload after every vector store, which may alias anything.)
+  // are its own parameters, which the compiler keeps in registers; the captures of
+  // parallel_for's lambda, not inlined, it would reload after every vector store, which
+  // may alias anything.)
   template <typename scalar_t, bool kRepeats>
   static void backward_loop_range(int64_t begin, int64_t end, int64_t size,
                                   int64_t period, const scalar_t* grad_y_data,
