@@ -295,7 +295,9 @@ HOSTILE = {
     "yield x": "3:6: invalid expression: invalid syntax",
     "x; y": "3:7: invalid expression: invalid syntax",
     "import os": "3:6: invalid expression: invalid syntax",
-    "\x00": "3:6: invalid expression: source code string cannot contain null bytes",
+    "\x00": "3:6: control character U+0000 is not allowed in an expression",
+    "x + \x07": "3:10: control character U+0007 is not allowed in an expression",
+    "x\x1b[2J": "3:7: control character U+001B is not allowed in an expression",
 }
 
 

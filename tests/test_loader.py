@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from symgrad.errors import Location, SpecError
 from symgrad.frontend.loader import Node, load_yaml
@@ -239,6 +241,28 @@ def test_tab_indentation() -> None:
     assert load_error("a:\n\tb: 1\n") == (
         "spec.yaml:2:1: invalid YAML: found character '\\t' that cannot start any token"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: 1\nb: \x07\n", "spec.yaml:2:4: invalid YAML: character U+0007 is not allowed"),
+        ("\x00", "spec.yaml:1:1: invalid YAML: character U+0000 is not allowed"),
+        ("a: \x1b[2J\n", "spec.yaml:1:4: invalid YAML: character U+001B is not allowed"),
+    ],
+)
+def test_unprintable_characters_are_located(text: str, message: str) -> None:
+    assert load_error(text) == message
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40))
+def test_arbitrary_text_loads_or_raises_spec_error(text: str) -> None:
+    """Any document, control characters included, is loaded or refused with a location."""
+    try:
+        load_yaml(f"a: {text}\nb: [{text}]\n", "spec.yaml")
+    except SpecError as error:
+        assert str(error).startswith("spec.yaml")
 
 
 def test_keys_are_read_as_written() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import math
+import unicodedata
 from collections.abc import Mapping
 
 import sympy
@@ -268,6 +269,21 @@ def _operator_message(operator: ast.AST) -> str:
     return f"operator {spelling!r} is not allowed{hint}"
 
 
+def _refuse_control_characters(source: str, builder: _Builder) -> None:
+    """Refuse a control character (a null byte, a bell, ...) at its column.
+
+    Python's own message for these differs between patch releases; this one does not.
+    """
+    for index, character in enumerate(source):
+        if unicodedata.category(character) == "Cc" and character not in "\t\n\r":
+            column = len(source[:index].encode())
+            position = ast.Constant(value=0, lineno=1, col_offset=column)
+            code = f"U+{ord(character):04X}"
+            raise builder.error(
+                position, f"control character {code} is not allowed in an expression"
+            )
+
+
 def parse_expression(
     text: str,
     symbols: Mapping[str, sympy.Symbol],
@@ -295,6 +311,7 @@ def parse_expression(
             location.shifted(0, len(text) - len(text.lstrip())) if style != "block" else location
         )
     builder = _Builder(source, symbols, location, style, unavailable or {})
+    _refuse_control_characters(source, builder)
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as error:

@@ -76,7 +76,13 @@ class Node:
 
 def load_yaml(text: str, source: str) -> Node:
     """Parse YAML text into a located `Node` tree; `source` names it in errors."""
-    loader = _SpecLoader(text)
+    try:
+        loader = _SpecLoader(text)
+    except yaml.reader.ReaderError as error:
+        # Raised before parsing, for characters YAML does not allow (a bell, a null byte).
+        location = _location_of_index(source, text, error.position)
+        code = f"U+{error.character:04X}" if isinstance(error.character, int) else "?"
+        raise SpecError(location, f"invalid YAML: character {code} is not allowed") from None
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as error:
@@ -102,6 +108,13 @@ def _describe(error: yaml.MarkedYAMLError) -> str:
 
 
 _MAX_DEPTH = 32
+
+
+def _location_of_index(source: str, text: str, index: int) -> Location:
+    """The line and column of character `index` of `text`."""
+    before = text[:index]
+    line = before.count("\n") + 1
+    return Location(source, line, index - (before.rfind("\n") + 1) + 1)
 
 
 def _location(source: str, mark: yaml.Mark | None) -> Location:
