@@ -295,9 +295,10 @@ HOSTILE = {
     "yield x": "3:6: invalid expression: invalid syntax",
     "x; y": "3:7: invalid expression: invalid syntax",
     "import os": "3:6: invalid expression: invalid syntax",
-    "\x00": "3:6: control character U+0000 is not allowed in an expression",
-    "x + \x07": "3:10: control character U+0007 is not allowed in an expression",
-    "x\x1b[2J": "3:7: control character U+001B is not allowed in an expression",
+    "\x00": "3:6: character U+0000 is not allowed in an expression",
+    "x + \x07": "3:10: character U+0007 is not allowed in an expression",
+    "x\x1b[2J": "3:7: character U+001B is not allowed in an expression",
+    "x * \ud800": "3:10: character U+D800 is not allowed in an expression",
 }
 
 

@@ -75,8 +75,9 @@ class _Builder:
         line_index = node.lineno - 1
         if line_index != 0:
             return self.location
-        raw = self.lines[0].encode()[: getattr(node, "col_offset", 0)]
-        column = len(raw.decode(errors="replace"))
+        # surrogatepass: a lone surrogate is refused with this location, not here.
+        raw = self.lines[0].encode(errors="surrogatepass")[: getattr(node, "col_offset", 0)]
+        column = len(raw.decode(errors="surrogatepass"))
         return self.location.shifted(0, column + (1 if self.style == "quoted" else 0))
 
     def build(self, node: ast.AST, depth: int) -> sympy.Expr:
@@ -270,18 +271,17 @@ def _operator_message(operator: ast.AST) -> str:
 
 
 def _refuse_control_characters(source: str, builder: _Builder) -> None:
-    """Refuse a control character (a null byte, a bell, ...) at its column.
+    """Refuse a control character (a null byte, a bell, ...) or a lone surrogate.
 
     Python's own message for these differs between patch releases; this one does not.
     """
     for index, character in enumerate(source):
-        if unicodedata.category(character) == "Cc" and character not in "\t\n\r":
+        category = unicodedata.category(character)
+        if category == "Cs" or (category == "Cc" and character not in "\t\n\r"):
             column = len(source[:index].encode())
             position = ast.Constant(value=0, lineno=1, col_offset=column)
             code = f"U+{ord(character):04X}"
-            raise builder.error(
-                position, f"control character {code} is not allowed in an expression"
-            )
+            raise builder.error(position, f"character {code} is not allowed in an expression")
 
 
 def parse_expression(
