@@ -78,6 +78,8 @@ def test_silu_stores_its_derivative_for_the_backward() -> None:
     assert loops.backward.loads == ("grad_y", "saved0")
     assert loops.backward.lines == ()
     assert [value for _, value in loops.backward.stores] == ["(grad_y * saved0)"]
+    # ... and may write the gradient over it (where the graph is not kept).
+    assert loops.donor == "saved0"
 
 
 def test_several_inputs_store_the_calls_rather_than_a_derivative_each() -> None:
@@ -88,6 +90,7 @@ def test_several_inputs_store_the_calls_rather_than_a_derivative_each() -> None:
     assert loops.saved == ("saved0",)
     assert loops.backward.loads == ("grad_y", "x", "b", "saved0")
     assert not any("sigmoid" in line or "vec_exp" in line for line in loops.backward.lines)
+    assert loops.donor is None
 
 
 def test_a_cheap_call_is_recomputed_rather_than_stored() -> None:
@@ -95,6 +98,7 @@ def test_a_cheap_call_is_recomputed_rather_than_stored() -> None:
     assert loops is not None
     assert loops.saved == ()
     assert loops.backward.loads == ("grad_y", "x")
+    assert loops.donor is None
 
 
 def test_a_division_by_a_number_is_a_product_with_its_reciprocal_made_before_the_loop() -> None:
@@ -128,6 +132,34 @@ def test_an_output_averaged_over_every_element_is_summed_by_the_forward_loop() -
     assert loops.backward.arguments[0] == "grad_y.unsqueeze(-1)"
     assert loops.required == ("grad_y",)
     assert any(n.startswith("_t") for n in loops.backward.numbers)
+    # One input: the forward stores the derivative, which the backward scales.
+    assert loops.backward.loads == ("grad_y_unsqueezed", "saved0")
+    assert loops.donor == "saved0"
+
+
+def test_a_loss_of_two_inputs_stores_its_derivative_where_one_gets_a_gradient() -> None:
+    """Huber's shape: the backward would read x and the target; the forward stores the
+    derivative instead (as torch.compile stores x - target), and the backward loop reads
+    it and the gradient, scales it by 1 / count, and may write over it."""
+    target = {"type": "tensor", "requires_grad": False}
+    loops = _loops("mean((x - t)**2, dim=-1)", t=target)
+    assert loops is not None
+    assert loops.summed == (Summed(dims=(-1,), keepdim=False, mean=True), None)
+    assert loops.backward.loads == ("grad_y_unsqueezed", "saved0")
+    assert loops.donor == "saved0"
+    # Both inputs wanting a gradient: two gradients, so no single derivative.
+    both = _loops("mean((x - t)**2, dim=-1)", t="tensor")
+    assert both is not None
+    assert both.saved == () and both.donor is None
+    assert both.backward.loads == ("grad_y_unsqueezed", "x", "t")
+
+
+def test_a_loss_of_one_input_without_calls_reads_its_input_again() -> None:
+    """Storing the derivative would add a pass over memory to spare none."""
+    loops = _loops("mean(x**2, dim=-1)")
+    assert loops is not None
+    assert loops.saved == () and loops.donor is None
+    assert loops.backward.loads == ("grad_y_unsqueezed", "x")
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,36 @@ def test_a_loss_summed_in_the_loop_matches_autograd(
         )
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_gradient_is_written_over_the_stored_derivative_only_once_the_graph_is_freed(
+    built_huber: ModuleType, threads: int
+) -> None:
+    """A backward that keeps the graph writes a new gradient, so a second backward reads
+    the stored derivative unchanged; one that frees it writes over the derivative."""
+    torch.set_num_threads(threads)
+    generator = torch.Generator().manual_seed(1)
+    x = (2 * torch.randn(100003, dtype=torch.float64, generator=generator)).requires_grad_()
+    target = torch.randn(100003, dtype=torch.float64, generator=generator)
+    expected = torch.autograd.grad(huber(x, target), x)[0]
+    saved: list[torch.Tensor] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = built_huber.fused_huber_check(x, target)
+    stored = saved[-1]  # x, target, then the derivative
+    assert stored.shape == x.shape
+    assert stored.data_ptr() not in (x.data_ptr(), target.data_ptr())
+    kept = torch.autograd.grad(out, x, retain_graph=True)[0]
+    assert kept.data_ptr() != stored.data_ptr()
+    freed = torch.autograd.grad(out, x)[0]
+    assert freed.data_ptr() == stored.data_ptr()
+    torch.testing.assert_close(kept, expected)
+    torch.testing.assert_close(freed, expected)
+
+
 def test_gradcheck_through_summed_gradients(built: ModuleType) -> None:
     """The repeating input (b, 130 values) and the single value (c) take the summed path."""
     generator = torch.Generator().manual_seed(0)

@@ -83,6 +83,9 @@ class FusedLoops:
     unused: tuple[str, ...] = ()
     # Gradients that must be defined before the loop's arguments are (they unsqueeze them).
     required: tuple[str, ...] = ()
+    # The stored derivative (`_derivative_factor`), which the backward loop may overwrite
+    # with the gradient where the graph is not kept; None where there is none.
+    donor: str | None = None
 
 
 def fused_loops(
@@ -114,12 +117,15 @@ def fused_loops(
     reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
     definitions = _definitions(derived, outputs, reduced)
     saved = _saved_calls(totals, outputs, derived, definitions, namer)
-    factor = _derivative_factor(totals, derived, reduced) if saved else None
+    grad = next(iter(unsqueezed)) if reduced and unsqueezed else derived.backward[0].grad
+    factor = _derivative_factor(totals, derived, grad, reduced, bool(saved))
     if factor is None:
         totals = [t.xreplace(saved) for t in totals]
     else:
-        saved = {factor: next(iter(saved.values()))}
-        totals = [derived.backward[0].grad * saved[factor]]
+        derivative, multiplier = factor
+        symbol = next(iter(saved.values()), None) or sympy.Symbol(namer.fresh("saved0"), real=True)
+        saved = {derivative: symbol}
+        totals = [multiplier * symbol]
     stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
     targets = [*(o.symbol for o in derived.outputs), *saved.values()]
     name = printer.doprint
@@ -158,6 +164,7 @@ def fused_loops(
         (*summed, *(None for _ in saved)),
         tuple(name(p.grad) for p in derived.backward if p.output in derived.residuals),
         tuple(sorted({u.grad for u in unsqueezed.values()})),
+        name(next(iter(saved.values()))) if factor is not None else None,
     )
 
 
@@ -319,22 +326,38 @@ def _saved_calls(
 
 
 def _derivative_factor(
-    totals: Sequence[sympy.Expr], derived: Derived, reduced: set[sympy.Symbol]
-) -> sympy.Expr | None:
-    """The derivative of a one-input, one-output elementwise Function, where its gradient
-    is the output's gradient times it; else None.
+    totals: Sequence[sympy.Expr],
+    derived: Derived,
+    grad: sympy.Symbol,
+    reduced: set[sympy.Symbol],
+    calls_saved: bool,
+) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """The derivative that the forward loop stores for a one-input, one-output Function,
+    and what the backward loop multiplies it by (the output's gradient, and the element
+    count of a mean); else None.
 
-    Where the backward loop would load stored calls, the forward stores this instead,
-    computed from the values it has: the backward then reads the gradient and one value
-    per element, not the input and the calls, and only multiplies.
+    The backward then reads the gradient and one value per element, not the inputs and
+    the calls, only multiplies, and may write the gradient over the stored value (where
+    the graph is not kept; FusedGradient). Worth it where the forward stores calls
+    anyway (`calls_saved`: silu, gelu, mish), and for a sum or mean over every element
+    whose backward would read several inputs (Huber): its forward then writes the
+    derivative as torch.compile's writes `x - target`, and its backward overwrites it.
     """
-    if len(totals) != 1 or len(derived.outputs) != 1 or reduced or derived.shape_facts:
+    if len(totals) != 1 or len(derived.outputs) != 1:
         return None
-    grad = derived.backward[0].grad
+    inputs = {i.symbol for i in derived.spec.tensor_inputs}
+    if not calls_saved and not (reduced and len(totals[0].free_symbols & inputs) > 1):
+        return None
     terms = sympy.Add.make_args(totals[0])
     if any(term.as_independent(grad, as_Add=False)[1] != grad for term in terms):
         return None
-    return totals[0].xreplace({grad: sympy.Integer(1)})
+    facts = {f.target for f in derived.shape_facts}
+    ratio = sympy.factor_terms(totals[0].xreplace({grad: sympy.Integer(1)}))
+    derivative, count_part = ratio.as_independent(*facts, as_Add=False)
+    numbers = {i.symbol for i in derived.spec.inputs}
+    if count_part.free_symbols - facts or derivative.free_symbols - numbers:
+        return None
+    return derivative, grad * count_part
 
 
 def _build_loop(

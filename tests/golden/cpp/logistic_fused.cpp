@@ -171,13 +171,28 @@ struct FusedFrame {
   bool repeating = false;
 };
 
+// Whether the backward loop may write the gradient over `stored`, which the forward
+// loop stored for this backward alone: where the graph is not kept
+// (retain_graph=False), so that nothing reads it again, and it has the gradient's dtype
+// and layout. Each step reads an element before it writes it. This spares a new buffer
+// and the reads that writing a fresh one costs, as torch.compile's donated buffers do.
+inline bool fused_may_overwrite(const at::Tensor& stored, const FusedFrame& frame) {
+  return stored.defined() && !torch::autograd::get_current_graph_task_keep_graph() &&
+         stored.scalar_type() == frame.compute &&
+         stored.sizes() == at::IntArrayRef(frame.shape) && stored.is_contiguous();
+}
+
 // Where a backward loop puts one input's gradient: a value per element of the frame
 // (then reduce_to sums it to the input's shape), or, for an input the frame repeats,
 // sums kept per thread (a row of `stride` sums, then `stride` compensations) and added
 // up by value(), so that the broadcast input's gradient is never materialised at full
 // size.
+//
+// `stored`: a value the forward loop stored for the backward alone (the derivative),
+// which the gradient may be written over (fused_may_overwrite).
 struct FusedGradient {
-  FusedGradient(FusedFrame& frame, bool needed, at::IntArrayRef input_shape)
+  FusedGradient(FusedFrame& frame, bool needed, at::IntArrayRef input_shape,
+                const at::Tensor& stored = at::Tensor())
       : shape(input_shape.vec()),
         period(frame.period_of(input_shape)),
         size(frame.size) {
@@ -186,7 +201,7 @@ struct FusedGradient {
     }
     frame.repeat(period);
     if (period == size) {
-      buffer = frame.empty();
+      buffer = fused_may_overwrite(stored, frame) ? stored : frame.empty();
     } else {
       // A single value's sums are kept as vectors: room for any vector width, and a
       // cache line of each thread's own.
