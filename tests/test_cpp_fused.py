@@ -173,3 +173,20 @@ def test_a_loss_of_one_input_without_calls_reads_its_input_again() -> None:
 )
 def test_specs_without_loops(output: str, mode: str) -> None:
     assert _loops(output, mode) is None
+
+
+def test_only_the_autograd_forward_stores_what_the_backward_loop_reads() -> None:
+    """The kernel below autograd (no_grad, inference, fake tensors) runs the forward
+    alone: it asks the loop for no derivative, so it writes one tensor, not two."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Silu",
+            "mode": "fused",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": "x * sigmoid(x)"},
+        }
+    )
+    source = symgrad.generate(spec, "cpp")["silu.cpp"]
+    assert "variable_list outputs = values(x, true);" in source  # under autograd
+    assert "Silu::values(x, false);" in source  # below it
+    assert "saving ? frame.empty() : at::Tensor()" in source

@@ -191,6 +191,20 @@ def test_the_gradient_is_written_over_the_stored_derivative_only_once_the_graph_
     torch.testing.assert_close(freed, expected)
 
 
+def test_without_grad_nothing_is_stored_for_a_backward_and_the_values_hold(
+    built: ModuleType, built_huber: ModuleType
+) -> None:
+    """Under no_grad the operator runs the forward alone, whose loops are passed null
+    for the calls and the derivative they would store (both kinds of loop)."""
+    generator = torch.Generator().manual_seed(2)
+    x, b, c, r = (torch.randn(s, generator=generator) for s in ((3, 130), (130,), (1,), (3, 1)))
+    target = torch.randn(100003, generator=generator)
+    y = torch.randn(100003, generator=generator)
+    with torch.no_grad():
+        torch.testing.assert_close(built.broadcast_mix(x, b, c, r), reference(x, b, c, r))
+        torch.testing.assert_close(built_huber.fused_huber_check(y, target), huber(y, target))
+
+
 def test_gradcheck_through_summed_gradients(built: ModuleType) -> None:
     """The repeating input (b, 130 values) and the single value (c) take the summed path."""
     generator = torch.Generator().manual_seed(0)

@@ -358,6 +358,12 @@ inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
   return count == Vec::size() ? Vec::loadu(from) : Vec::loadu(from, count);
 }
 
+// Where a loop writes `result`: null (not wanted) where it is undefined.
+template <typename T>
+inline T* fused_pointer(const at::Tensor& result) {
+  return result.defined() ? result.mutable_data_ptr<T>() : nullptr;
+}
+
 // Where a segment starting at element `start` writes a result of `period`: its place in
 // the frame, or, for a sum, its place in this thread's row of `stride`. Null: not
 // wanted.
@@ -672,17 +678,17 @@ struct MishFused : public torch::autograd::Function<MishFused> {
   }
 
   // The forward's values by forward_loop.
-  static variable_list fused_values(const at::Tensor& x) {
+  static variable_list fused_values(const at::Tensor& x, bool saving) {
     FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();
-    const at::Tensor out1 = frame.empty();
+    const at::Tensor out1 = saving ? frame.empty() : at::Tensor();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
-      (frame.repeating
-           ? forward_loop<scalar_t, true>
-           : forward_loop<scalar_t, false>)(frame.size, frame.period,
-                                            frame.data<scalar_t>(0), frame.periods[0],
-                                            out0.mutable_data_ptr<scalar_t>(),
-                                            out1.mutable_data_ptr<scalar_t>());
+      (frame.repeating ? forward_loop<scalar_t, true>
+                       : forward_loop<scalar_t, false>)(frame.size, frame.period,
+                                                        frame.data<scalar_t>(0),
+                                                        frame.periods[0],
+                                                        fused_pointer<scalar_t>(out0),
+                                                        fused_pointer<scalar_t>(out1));
     });
     return {frame.result(out0), frame.result(out1)};
   }
@@ -706,17 +712,18 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     return {frame.result(grad_x_sink.value())};
   }
 
-  // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  // The forward's values: the outputs, then, where `saving` (under autograd), what the
+  // backward loop reads.
+  static variable_list values(const at::Tensor& x, bool saving) {
     if (fused_loops_apply({x})) {
-      return fused_values(x);
+      return fused_values(x, saving);
     }
     const at::Tensor y = mish_cpu_form(x);
     return {y};
   }
 
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+    variable_list outputs = values(x, true);
     // What the fused backward reads besides the outputs: undefined where the forward
     // ran ATen operations (then the backward does too).
     outputs.resize(2);
@@ -753,7 +760,7 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor mish_fused_forward(const at::Tensor& x) {
-  const variable_list outputs = MishFused::values(x);
+  const variable_list outputs = MishFused::values(x, false);
   return outputs[0];
 }
 

@@ -352,10 +352,20 @@ def _derivative_factor(
     if any(term.as_independent(grad, as_Add=False)[1] != grad for term in terms):
         return None
     facts = {f.target for f in derived.shape_facts}
-    ratio = sympy.factor_terms(totals[0].xreplace({grad: sympy.Integer(1)}))
-    derivative, count_part = ratio.as_independent(*facts, as_Add=False)
+    # Each term is (what the forward can compute) * (the same power of the count): the
+    # terms are split one by one, not refactored, so that the derivative keeps the
+    # forward's subexpressions (tanh of the same argument, shared by the loop's CSE).
+    split = [
+        term.xreplace({grad: sympy.Integer(1)}).as_independent(*facts, as_Add=False)
+        for term in terms
+    ]
+    count_parts = {count_part for _, count_part in split}
+    derivative = sympy.Add(*(part for part, _ in split))
     numbers = {i.symbol for i in derived.spec.inputs}
-    if count_part.free_symbols - facts or derivative.free_symbols - numbers:
+    if len(count_parts) != 1 or derivative.free_symbols - numbers:
+        return None
+    count_part = count_parts.pop()
+    if count_part.free_symbols - facts:
         return None
     return derivative, grad * count_part
 

@@ -271,6 +271,12 @@ inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
   return count == Vec::size() ? Vec::loadu(from) : Vec::loadu(from, count);
 }
 
+// Where a loop writes `result`: null (not wanted) where it is undefined.
+template <typename T>
+inline T* fused_pointer(const at::Tensor& result) {
+  return result.defined() ? result.mutable_data_ptr<T>() : nullptr;
+}
+
 // Where a segment starting at element `start` writes a result of `period`: its place in
 // the frame, or, for a sum, its place in this thread's row of `stride`. Null: not
 // wanted.
@@ -576,11 +582,11 @@ struct LogisticFused : public torch::autograd::Function<LogisticFused> {
     FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused", [&] {
-      (frame.repeating
-           ? forward_loop<scalar_t, true>
-           : forward_loop<scalar_t, false>)(frame.size, frame.period,
-                                            frame.data<scalar_t>(0), frame.periods[0],
-                                            out0.mutable_data_ptr<scalar_t>());
+      (frame.repeating ? forward_loop<scalar_t, true>
+                       : forward_loop<scalar_t, false>)(frame.size, frame.period,
+                                                        frame.data<scalar_t>(0),
+                                                        frame.periods[0],
+                                                        fused_pointer<scalar_t>(out0));
     });
     return {frame.result(out0)};
   }
@@ -766,11 +772,11 @@ struct LogisticFused_ : public torch::autograd::Function<LogisticFused_> {
     FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "LogisticFused_", [&] {
-      (frame.repeating
-           ? forward_loop<scalar_t, true>
-           : forward_loop<scalar_t, false>)(frame.size, frame.period,
-                                            frame.data<scalar_t>(0), frame.periods[0],
-                                            out0.mutable_data_ptr<scalar_t>());
+      (frame.repeating ? forward_loop<scalar_t, true>
+                       : forward_loop<scalar_t, false>)(frame.size, frame.period,
+                                                        frame.data<scalar_t>(0),
+                                                        frame.periods[0],
+                                                        fused_pointer<scalar_t>(out0));
     });
     return {frame.result(out0)};
   }
