@@ -4,7 +4,8 @@ An input with a value per element, one covering the trailing dims and repeating 
 leading ones (read in place, its gradient summed in the loop), one too short to be worth
 that (expanded), a single value, and one broadcast along a trailing dim (expanded); and a
 loss averaged over its last dim (summed in the forward loop where that is every element,
-ATen's forward otherwise, the backward loop in both); at 1 and 2 threads, in float64 and
+ATen's forward otherwise, the forward loop storing the derivative and the backward loop
+reading it in both); at 1 and 2 threads, in float64 and
 float32, with shapes that leave partial vectors. Building costs about 30 s a spec, so
 this runs in the C++ slow mode only:
 
@@ -162,16 +163,20 @@ def test_a_loss_summed_in_the_loop_matches_autograd(
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(100003,), (5, 300)])
 def test_the_gradient_is_written_over_the_stored_derivative_only_once_the_graph_is_freed(
-    built_huber: ModuleType, threads: int
+    built_huber: ModuleType, threads: int, shape: tuple[int, ...]
 ) -> None:
     """A backward that keeps the graph writes a new gradient, so a second backward reads
-    the stored derivative unchanged; one that frees it writes over the derivative."""
+    the stored derivative unchanged; one that frees it writes over the derivative. Also
+    where the mean leaves a dim (5, 300): ATen's forward makes the loss, and the forward
+    loop only stores the derivative."""
     torch.set_num_threads(threads)
     generator = torch.Generator().manual_seed(1)
-    x = (2 * torch.randn(100003, dtype=torch.float64, generator=generator)).requires_grad_()
-    target = torch.randn(100003, dtype=torch.float64, generator=generator)
-    expected = torch.autograd.grad(huber(x, target), x)[0]
+    x = (2 * torch.randn(shape, dtype=torch.float64, generator=generator)).requires_grad_()
+    target = torch.randn(shape, dtype=torch.float64, generator=generator)
+    cotangent = torch.randn(shape[:-1], dtype=torch.float64, generator=generator)
+    expected = torch.autograd.grad(huber(x, target), x, cotangent)[0]
     saved: list[torch.Tensor] = []
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -183,9 +188,9 @@ def test_the_gradient_is_written_over_the_stored_derivative_only_once_the_graph_
     stored = saved[-1]  # x, target, then the derivative
     assert stored.shape == x.shape
     assert stored.data_ptr() not in (x.data_ptr(), target.data_ptr())
-    kept = torch.autograd.grad(out, x, retain_graph=True)[0]
+    kept = torch.autograd.grad(out, x, cotangent, retain_graph=True)[0]
     assert kept.data_ptr() != stored.data_ptr()
-    freed = torch.autograd.grad(out, x)[0]
+    freed = torch.autograd.grad(out, x, cotangent)[0]
     assert freed.data_ptr() == stored.data_ptr()
     torch.testing.assert_close(kept, expected)
     torch.testing.assert_close(freed, expected)

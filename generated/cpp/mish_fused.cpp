@@ -677,7 +677,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
         });
   }
 
-  // The forward's values by forward_loop.
+  // The forward's values by forward_loop, then, where `saving`, what the backward loop
+  // reads.
   static variable_list fused_values(const at::Tensor& x, bool saving) {
     FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();

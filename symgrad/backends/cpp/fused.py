@@ -9,15 +9,18 @@ a broadcast input that covers the trailing dims is read in place and its gradien
 in the loop (FusedFrame, FusedGradient in fused.cpp.jinja). An output may also sum or
 average its elementwise value over every element (a loss such as Huber's mean): the
 forward loop sums it, and the backward loop reads the output's gradient as one value;
-where the reduction leaves dims, the forward runs ATen operations. Everything else takes
-the ATen path: other devices, torch.compile's fake tensors, and the backward when grad
-mode is on (double backward differentiates the ATen operations). The statements are the
+where the reduction leaves dims, ATen operations make the outputs, and the forward loop
+only stores what the backward loop reads. Everything else takes the ATen path: other
+devices, torch.compile's fake tensors, and the backward when grad mode is on (double
+backward differentiates the ATen operations). The statements are the
 IR's: the same formulas, read from the same saved tensors (in fused mode nothing else is
 saved: symgrad.ad.derive), so the two paths agree up to rounding. The backward loop
 recomputes the forward values it needs from those inputs, which it reads anyway, but for
 transcendental calls the forward makes too (exp, tanh, erf: `_saved_calls`), which the
-forward loop stores for it; a Function of one input and one output then stores its
-derivative instead (`_derivative_factor`), and its backward loop only multiplies.
+forward loop stores for it; a Function of one input and one output, and a loss whose
+backward would read several inputs, then stores its derivative instead
+(`_derivative_factor`): the backward loop only multiplies, and, where the graph is not
+kept, writes the gradient over the derivative (FusedGradient).
 """
 
 from __future__ import annotations
