@@ -91,6 +91,10 @@ def test_several_inputs_store_the_calls_rather_than_a_derivative_each() -> None:
     assert loops.backward.loads == ("grad_y", "x", "b", "saved0")
     assert not any("sigmoid" in line or "vec_exp" in line for line in loops.backward.lines)
     assert loops.donor is None
+    # What is stored is the sigmoid, not the exp(-|u|) it is computed from: the backward
+    # does not rebuild it by a division and a blend on the sign.
+    backward = [*loops.backward.lines, *(value for _, value in loops.backward.stores)]
+    assert not any("/" in text or "blendv" in text for text in backward)
 
 
 def test_a_cheap_call_is_recomputed_rather_than_stored() -> None:

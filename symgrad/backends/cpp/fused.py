@@ -34,7 +34,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Derived, Namer, cse
 from symgrad.backends.base import UnprintableError
-from symgrad.backends.cpp.loop_forms import expanded, hoisted
+from symgrad.backends.cpp.loop_forms import expanded, hoisted, through_exp
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.backends.statements import backward_statements
 from symgrad.frontend.model import Input, InputType
@@ -111,7 +111,10 @@ def fused_loops(
         return None  # a flag would be a number in the loop, not a mask
     printer = VecPrinter(dict(renames))
     namer = Namer(derived.names | set(renames.values()))
-    outputs, summed = _stored_outputs(derived, _inlined(derived.forward))
+    # The logistic family stays calls until the stored calls are chosen, so that what is
+    # stored is sigmoid(u), say, not the exp(-|u|) it is computed from (through_exp):
+    # the backward then neither divides nor branches on the sign to rebuild it.
+    outputs, summed = _stored_outputs(derived, _inlined(derived.forward, logistic=False))
     received = [i for i in spec.inputs if i.name in gradient_names]
     totals = _backward_totals(derived, received)
     if sum(sympy.count_ops(e) for e in [*outputs, *totals]) > _MAX_INLINED_OPS:
@@ -120,6 +123,12 @@ def fused_loops(
     reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
     definitions = _definitions(derived, outputs, reduced)
     saved = _saved_calls(totals, outputs, derived, definitions, namer)
+    if not saved:
+        # softplus: its backward's sigmoid is no call its forward makes, but both go
+        # through exp(-|x|), which is then the call stored.
+        outputs, totals = [through_exp(o) for o in outputs], [through_exp(t) for t in totals]
+        definitions = _definitions(derived, outputs, reduced)
+        saved = _saved_calls(totals, outputs, derived, definitions, namer)
     grad = next(iter(unsqueezed)) if reduced and unsqueezed else derived.backward[0].grad
     factor = _derivative_factor(totals, derived, grad, reduced, bool(saved))
     if factor is None:
@@ -129,7 +138,9 @@ def fused_loops(
         symbol = next(iter(saved.values()), None) or sympy.Symbol(namer.fresh("saved0"), real=True)
         saved = {derivative: symbol}
         totals = [multiplier * symbol]
-    stored = [*outputs, *(call.xreplace(definitions) for call in saved)]
+    totals = [through_exp(t) for t in totals]
+    outputs = [through_exp(o) for o in outputs]
+    stored = [*outputs, *(through_exp(call.xreplace(definitions)) for call in saved)]
     targets = [*(o.symbol for o in derived.outputs), *saved.values()]
     name = printer.doprint
     try:
@@ -174,11 +185,12 @@ def fused_loops(
 def _backward_totals(derived: Derived, received: Sequence[Input]) -> list[sympy.Expr]:
     """Each received input's whole gradient, written out in terms of what the backward
     loads; residual outputs' parts left out (their gradients are always undefined)."""
-    statements = _inlined(backward_statements(derived))
+    statements = _inlined(backward_statements(derived), logistic=False)
     parts = [p for p in derived.backward if p.output not in derived.residuals]
     return [
         expanded(
-            sympy.Add(*(g.expr for p in parts for g in p.gradients if g.input == item))
+            sympy.Add(*(g.expr for p in parts for g in p.gradients if g.input == item)),
+            logistic=False,
         ).xreplace(statements)
         for item in received
     ]
@@ -274,11 +286,14 @@ def _unsqueezed_grads(
     return totals, made
 
 
-def _inlined(statements: Sequence[Assignment]) -> dict[sympy.Basic, sympy.Expr]:
-    """Each statement's value, written out, in terms of what the statements read."""
+def _inlined(
+    statements: Sequence[Assignment], logistic: bool = True
+) -> dict[sympy.Basic, sympy.Expr]:
+    """Each statement's value, written out, in terms of what the statements read
+    (`logistic`: as `expanded`)."""
     values: dict[sympy.Basic, sympy.Expr] = {}
     for statement in statements:
-        values[statement.target] = expanded(statement.expr).xreplace(values)
+        values[statement.target] = expanded(statement.expr, logistic).xreplace(values)
     return values
 
 

@@ -14,9 +14,10 @@ from symgrad.ad.ir import Assignment, Namer
 from symgrad.language import functions, piecewise, pullbacks
 
 
-def expanded(expr: sympy.Expr) -> sympy.Expr:
+def expanded(expr: sympy.Expr, logistic: bool = True) -> sympy.Expr:
     """`expr` with activations, pullbacks and kinks (but max, min and clamp, which the
-    loops have) written as their definitions, and the logistic family through exp(-|u|)."""
+    loops have) written as their definitions, and, unless `logistic` is False, the
+    logistic family through exp(-|u|) (through_exp)."""
 
     def is_call(node: sympy.Basic) -> bool:
         if isinstance(node, (piecewise.Maximum, piecewise.Minimum, piecewise.Clamp)):
@@ -25,7 +26,7 @@ def expanded(expr: sympy.Expr) -> sympy.Expr:
 
     while any(is_call(n) for n in sympy.preorder_traversal(expr)):
         expr = expr.replace(is_call, lambda node: node.expanded())
-    return _through_exp(expr)
+    return through_exp(expr) if logistic else expr
 
 
 class Log1pUnit(sympy.Function):
@@ -34,7 +35,7 @@ class Log1pUnit(sympy.Function):
     nargs = 1
 
 
-def _through_exp(expr: sympy.Expr) -> sympy.Expr:
+def through_exp(expr: sympy.Expr) -> sympy.Expr:
     """sigmoid, softplus, log_sigmoid and tanh(softplus(u)) written with E = exp(-|u|).
 
     Each then costs one exp, shared by all of them on the same u (the loop names it
