@@ -196,7 +196,7 @@ def test_the_gradient_is_written_over_the_stored_derivative_only_once_the_graph_
     torch.testing.assert_close(freed, expected)
 
 
-def test_without_grad_nothing_is_stored_for_a_backward_and_the_values_hold(
+def test_the_forward_alone_under_no_grad_matches_autograd_s_values(
     built: ModuleType, built_huber: ModuleType
 ) -> None:
     """Under no_grad the operator runs the forward alone, whose loops are passed null

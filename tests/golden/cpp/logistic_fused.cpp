@@ -171,6 +171,12 @@ struct FusedFrame {
   bool repeating = false;
 };
 
+// Where a loop writes `result`: null (not wanted) where it is undefined.
+template <typename T>
+inline T* fused_pointer(const at::Tensor& result) {
+  return result.defined() ? result.mutable_data_ptr<T>() : nullptr;
+}
+
 // Whether the backward loop may write the gradient over `stored`, which the forward
 // loop stored for this backward alone: where the graph is not kept
 // (retain_graph=False), so that nothing reads it again, and it has the gradient's dtype
@@ -213,7 +219,7 @@ struct FusedGradient {
 
   template <typename T>
   T* data() const {
-    return buffer.defined() ? buffer.mutable_data_ptr<T>() : nullptr;
+    return fused_pointer<T>(buffer);
   }
 
   // The gradient: the frame's shape, the input's shape where summed, or undefined.
@@ -269,12 +275,6 @@ inline Vec fused_load(const typename Vec::value_type* at, int64_t period,
   const typename Vec::value_type* const from =
       at + (kRepeats ? offset & (period == 0 ? int64_t{0} : ~int64_t{0}) : offset);
   return count == Vec::size() ? Vec::loadu(from) : Vec::loadu(from, count);
-}
-
-// Where a loop writes `result`: null (not wanted) where it is undefined.
-template <typename T>
-inline T* fused_pointer(const at::Tensor& result) {
-  return result.defined() ? result.mutable_data_ptr<T>() : nullptr;
 }
 
 // Where a segment starting at element `start` writes a result of `period`: its place in
