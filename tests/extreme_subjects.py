@@ -1,0 +1,382 @@
+"""The subjects of the extreme-value suite: every example, every language function as a
+one-line spec, and the idioms issue 28 names, each with torch's built-in where one exists.
+
+KNOWN_FAILING lists the subjects that fail today for a reason being fixed (issue 28's
+items); EXCEPTIONS lists the points where a spec's own formula fixes a convention that
+torch's built-in does not share, each with its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as nnf
+
+from symgrad.language import activations, functions, piecewise, reductions
+from tests.extreme_points import NEAR_ONE
+from tests.extreme_suite import Failure, Subject
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _torch_function(dotted: str) -> Callable[..., Any]:
+    """torch's function named `torch.nn.functional.softplus`, looked up attribute by
+    attribute (the names come from symgrad's own tables)."""
+    found: Any = torch
+    for part in dotted.split(".")[1:]:
+        found = getattr(found, part)
+    return found  # type: ignore[no-any-return]
+
+
+def _one_line(
+    name: str, expr: str, inputs: tuple[str, ...] = ("x",), **extra: Any
+) -> dict[str, Any]:
+    """A spec with the one output `y: expr` of tensor inputs."""
+    return {
+        "name": f"Extreme_{name}".replace("_", ""),
+        "inputs": {i: "tensor" for i in inputs},
+        "outputs": {"y": expr},
+        **extra,
+    }
+
+
+def _rows(name: str, expr: str) -> dict[str, Any]:
+    """A one-line spec of x with rows of 4 (reductions along dim=-1)."""
+    spec = _one_line(name, expr)
+    spec["inputs"] = {"x": {"type": "tensor", "shape": [6, 4]}}
+    return spec
+
+
+# Binary elementwise functions and the one-line spec of each: (expr, builtin).
+_BINARY: dict[str, tuple[str, Callable[..., Any]]] = {
+    "xlogy": ("xlogy(x, z)", torch.special.xlogy),
+    "xlog1py": ("xlog1py(x, z)", torch.special.xlog1py),
+    "hypot": ("hypot(x, z)", torch.hypot),
+    "atan2": ("atan2(x, z)", torch.atan2),
+}
+# Conditionals and kinks: (expr, inputs, builtin).
+_CONDITIONALS: dict[str, tuple[str, tuple[str, ...], Callable[..., Any]]] = {
+    "where": ("where(x > z, x, 2 * z)", ("x", "z"), lambda x, z: torch.where(x > z, x, 2 * z)),
+    "relu": ("relu(x)", ("x",), torch.relu),
+    "max": ("max(x, z)", ("x", "z"), torch.maximum),
+    "min": ("min(x, z)", ("x", "z"), torch.minimum),
+    "clamp": ("clamp(x, lo, hi)", ("x", "lo", "hi"), torch.clamp),
+    "Piecewise": (
+        "Piecewise((x, x > 0), (2 * z, True))",
+        ("x", "z"),
+        lambda x, z: torch.where(x > 0, x, 2 * z),
+    ),
+}
+# Reductions and normalizations along the last dim of rows of 4: (expr, builtin).
+_REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "sum": ("sum(x, dim=-1)", lambda x: torch.sum(x, dim=-1)),
+    "mean": ("mean(x, dim=-1, keepdim=True)", lambda x: torch.mean(x, dim=-1, keepdim=True)),
+    "logsumexp": ("logsumexp(x, dim=-1)", lambda x: torch.logsumexp(x, dim=-1)),
+    "logsumexp_all": ("logsumexp(x)", lambda x: torch.logsumexp(x, dim=tuple(range(x.dim())))),
+    "softmax": ("softmax(x, dim=-1)", lambda x: torch.softmax(x, dim=-1)),
+    "log_softmax": ("log_softmax(x, dim=-1)", lambda x: torch.log_softmax(x, dim=-1)),
+}
+
+
+def _expm1(x: torch.Tensor) -> torch.Tensor:
+    """expm1 whose float64 derivative is exp(x) itself below -1 (torch's is result + 1)."""
+    return torch.where(x < -1, torch.exp(x) - 1, torch.expm1(torch.where(x < -1, 0, x)))
+
+
+# Float64 functions more accurate than torch's built-in, by language function.
+_EXACT: dict[str, Callable[..., Any]] = {"expm1": _expm1}
+
+
+def language_subjects() -> list[Subject]:
+    """Every function of the language as a one-line spec, against torch's built-in."""
+    subjects = []
+    for name, info in sorted(functions.FUNCTIONS.items()):
+        if name == "polygamma":
+            for order in (0, 1, 2):
+                subjects.append(
+                    Subject(
+                        f"polygamma_{order}",
+                        _one_line(f"polygamma{order}", f"polygamma({order}, x)"),
+                        lambda x, n=order: torch.special.polygamma(n, x),
+                        True,
+                        NEAR_ONE,
+                    )
+                )
+        elif name in _BINARY:
+            expr, builtin = _BINARY[name]
+            subjects.append(
+                Subject(name, _one_line(name, expr, ("x", "z")), builtin, True, NEAR_ONE)
+            )
+        else:
+            subjects.append(
+                Subject(
+                    name,
+                    _one_line(name, f"{name}(x)"),
+                    _torch_function(info.torch_function),
+                    True,
+                    NEAR_ONE,
+                    _EXACT.get(name),
+                )
+            )
+    for name, activation in sorted(activations.ACTIVATIONS.items()):
+        builtin = _torch_function(activation.torch_function)
+        if name == "gelu_tanh":
+            builtin = lambda x: nnf.gelu(x, approximate="tanh")  # noqa: E731
+        subjects.append(Subject(name, _one_line(name, f"{name}(x)"), builtin, True, NEAR_ONE))
+    for name, (expr, inputs, builtin) in _CONDITIONALS.items():
+        subjects.append(Subject(name, _one_line(name, expr, inputs), builtin, True, NEAR_ONE))
+    for name, (expr, builtin) in _REDUCTIONS.items():
+        subjects.append(Subject(name, _rows(name, expr), builtin))
+    return subjects
+
+
+def covered_names() -> set[str]:
+    """The language's function names the subjects exercise, aliases included."""
+    names = set(functions.FUNCTIONS) | set(_CONDITIONALS) | set(activations.ACTIVATIONS)
+    names |= {n for n in _REDUCTIONS if n in reductions.REDUCTIONS}
+    names |= set(reductions.NORMALIZATIONS) & set(_REDUCTIONS)
+    aliases = {
+        **functions.SPELLINGS,
+        **piecewise.CONDITIONAL_ALIASES,
+        **activations.ACTIVATION_ALIASES,
+    }
+    return names | {alias for alias, name in aliases.items() if name in names}
+
+
+def _cosine_similarity(a: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    return nnf.cosine_similarity(a, b, dim=-1, eps=eps)
+
+
+def _safe_sinc(x: torch.Tensor) -> torch.Tensor:
+    """sin(x) / x as torch's sinc, plus sqrt(x) where x > 0 (the untaken branch guarded)."""
+    root = torch.where(x > 0, torch.sqrt(torch.where(x > 0, x, 1)), 0)
+    return torch.special.sinc(x / math.pi) + root
+
+
+# The examples whose formula is a torch built-in: torch's function of the same inputs.
+EXAMPLE_BUILTINS: dict[str, Callable[..., Any]] = {
+    "bce_with_logits": nnf.binary_cross_entropy_with_logits,
+    "cosine_similarity": _cosine_similarity,
+    "gelu_tanh": lambda x: nnf.gelu(x, approximate="tanh"),
+    "huber_loss": lambda x, t, delta: nnf.huber_loss(x, t, delta=delta),
+    "layer_norm": lambda x, eps: nnf.layer_norm(x, x.shape[-1:], eps=eps),
+    "layer_norm_affine": lambda x, w, b, eps: nnf.layer_norm(x, x.shape[-1:], w, b, eps=eps),
+    "leaky_relu": nnf.leaky_relu,
+    "log_softmax": lambda x: torch.log_softmax(x, dim=-1),
+    "logsumexp": lambda x: torch.logsumexp(x, dim=-1),
+    "mish": nnf.mish,
+    "mish_fused": nnf.mish,
+    "mse_loss": nnf.mse_loss,
+    "rms_norm": lambda x, w, eps: nnf.rms_norm(x, x.shape[-1:], w, eps=eps),
+    "rms_norm_op": lambda x, w, eps: nnf.rms_norm(x, x.shape[-1:], w, eps=eps),
+    "safe_sinc": _safe_sinc,
+    "softmax": lambda x: torch.softmax(x, dim=-1),
+}
+
+
+def example_subjects() -> list[Subject]:
+    """Every spec in examples/, against its built-in where torch has one."""
+    return [
+        Subject(path.stem, path, EXAMPLE_BUILTINS.get(path.stem))
+        for path in sorted(EXAMPLES.glob("*.yaml"))
+    ]
+
+
+def _over(
+    a_s: torch.Tensor, a_d: torch.Tensor, c_s: torch.Tensor, c_d: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    alpha = a_s + a_d * (1 - a_s)
+    return alpha, (c_s * a_s + c_d * a_d * (1 - a_s)) / alpha
+
+
+_UNIT = {"type": "tensor", "domain": [0.0, 1.0]}
+# The idioms of issue 28, as users write them: (spec, builtin, elementwise).
+_IDIOMS: dict[str, tuple[dict[str, Any], Callable[..., Any] | None, bool]] = {
+    "softmax_where": (
+        {
+            **_rows("softmaxwhere", ""),
+            "where": {"ex": "exp(x)"},
+            "outputs": {"y": "ex / sum(ex, dim=-1, keepdim=True)"},
+        },
+        lambda x: torch.softmax(x, dim=-1),
+        False,
+    ),
+    "log1p_exp": (_one_line("log1pexp", "log1p(exp(x))"), nnf.softplus, True),
+    "softplus_beta": (
+        _one_line("softplusbeta", "log1p(exp(2 * x)) / 2"),
+        lambda x: nnf.softplus(x, beta=2),
+        True,
+    ),
+    "logaddexp": (
+        _one_line("logaddexp", "log(exp(x) + exp(z))", ("x", "z")),
+        torch.logaddexp,
+        True,
+    ),
+    "sinc_pi": (
+        _one_line("sincpi", "where(x != 0, sin(pi * x) / (pi * x), 1)"),
+        torch.special.sinc,
+        True,
+    ),
+    "elu_expm1": (_one_line("eluexpm1", "where(x > 0, x, expm1(x))"), nnf.elu, True),
+    "celu_expm1": (
+        _one_line("celuexpm1", "where(x > 0, x, 0.5 * expm1(x / 0.5))"),
+        lambda x: nnf.celu(x, alpha=0.5),
+        True,
+    ),
+    "selu_expm1": (
+        _one_line(
+            "seluexpm1", "1.0507009873554805 * where(x > 0, x, 1.6732632423543772 * expm1(x))"
+        ),
+        nnf.selu,
+        True,
+    ),
+    "bce_stable": (
+        {
+            "name": "BceStable",
+            "inputs": {"z": "tensor", "t": _UNIT},
+            "outputs": {"y": "relu(z) - z * t + log1p(exp(-abs(z)))"},
+        },
+        lambda z, t: nnf.binary_cross_entropy_with_logits(z, t, reduction="none"),
+        True,
+    ),
+    "alpha_over": (
+        {
+            "name": "AlphaOver",
+            "inputs": {"a_s": _UNIT, "a_d": _UNIT, "c_s": _UNIT, "c_d": _UNIT},
+            "where": {"alpha": "a_s + a_d * (1 - a_s)"},
+            "outputs": {
+                "alpha_out": "alpha",
+                "color": "(c_s * a_s + c_d * a_d * (1 - a_s)) / alpha",
+            },
+        },
+        None,
+        True,
+    ),
+}
+
+
+def idiom_subjects() -> list[Subject]:
+    """The idioms issue 28 found wrong at the edges, against torch's built-in."""
+    return [
+        Subject(name, spec, builtin, elementwise)
+        for name, (spec, builtin, elementwise) in _IDIOMS.items()
+    ]
+
+
+def all_subjects() -> dict[str, Subject]:
+    """Every subject by name: examples as `example/NAME`, idioms as `idiom/NAME`."""
+    groups = {
+        "example": example_subjects(),
+        "function": language_subjects(),
+        "idiom": idiom_subjects(),
+    }
+    return {
+        f"{group}/{s.name}": dataclasses.replace(s, name=f"{group}/{s.name}")
+        for group, subjects in groups.items()
+        for s in subjects
+    }
+
+
+# Points not judged, each with its reason: (subject, what, point as an fnmatch pattern).
+# Spec conventions at kinks and ties belong here, and float64 references that torch
+# itself computes less accurately than the Function (checked against mpmath).
+EXCEPTIONS: dict[tuple[str, str, str], str] = {
+    ("example/gelu_tanh", "*", "x=-10 *"): (
+        "reference: torch's float64 gelu(approximate='tanh') rounds 1 + tanh(u) to 0 at "
+        "x = -10, where the value is -1.2040923e-37 and the derivative -2.7576381e-36 "
+        "(mpmath), as the Function gives"
+    ),
+    ("example/gelu_tanh", "*", "rows#3 *"): "reference: the rows at -10, as above",
+    ("example/bce_with_logits", "loss", "x=-100, t=*"): (
+        "reference: torch's float64 binary_cross_entropy_with_logits computes (1 - t) * x "
+        "+ max(-x, 0), which cancels to 0 at x = -100 and loses log1p(exp(-100)) and t * 100"
+    ),
+    ("idiom/bce_stable", "y", "z=-100, t=*"): (
+        "reference: torch's float64 binary_cross_entropy_with_logits loses t * 100 and "
+        "log1p(exp(-100)) to cancellation at z = -100, as above"
+    ),
+}
+
+
+def excepted(failure: Failure) -> str | None:
+    """The reason a failure is a documented exception, or None."""
+    for (subject, what, point), reason in EXCEPTIONS.items():
+        if (
+            subject == failure.subject
+            and fnmatch.fnmatchcase(failure.what, what)
+            and fnmatch.fnmatchcase(failure.point, point)
+        ):
+            return reason
+    return None
+
+
+# Subjects that fail today, and why: issue 28's items being fixed, and what the suite
+# found beside them. Empty an entry once its fix is merged; the CI test fails while an
+# entry of its subset passes (a fix must take its entry out).
+KNOWN_FAILING: dict[str, str] = {
+    "example/cosine_similarity": "issue 28 item 5: the clamped norm's untaken 1/n leaks NaN",
+    "example/safe_sinc": "issue 28 item 6: sin(x)/x's derivative cancels near 0",
+    "example/bce_with_logits": (
+        "found by this suite: d/dt is log_sigmoid(x) - log_sigmoid(-x), which cancels "
+        "near x = 0 where it is exactly -x / n (at x = 1e-4: 4e-10 off, 5e-12 allowed)"
+    ),
+    "function/log_sigmoid": (
+        "found by this suite: the gradient sigmoid(-x) is 0 at x = 100 in float32, where "
+        "torch's log_sigmoid backward keeps exp(-100) = 3.7e-44"
+    ),
+    "idiom/softmax_where": "issue 28 item 1: softmax written out overflows at +100",
+    "idiom/log1p_exp": "issue 28 item 2: log1p(exp(x)) is not rewritten to softplus",
+    "idiom/softplus_beta": "issue 28 item 2: log1p(exp(beta * x)) / beta overflows",
+    "idiom/logaddexp": "issue 28 item 3: log(exp(a) + exp(b)) overflows",
+    "idiom/sinc_pi": "issue 28 item 6: the removable singularity of sin(pi x) / (pi x)",
+    "idiom/elu_expm1": "issue 28 item 4: the backward rebuilds exp(x) as 1 + expm1(x)",
+    "idiom/celu_expm1": "issue 28 item 4: as elu",
+    "idiom/selu_expm1": "issue 28 item 4: as elu",
+    "idiom/bce_stable": "issue 28 item 7: relu'(0) and |z|'(0) sum to the wrong slope at 0",
+    "idiom/alpha_over": "issue 28 item 8: a reciprocal multiplied then cancelled",
+}
+
+# What CI runs (tests/test_extreme_values.py): subjects quick to check that cover each
+# kind (examples with reductions, elementwise functions, kinks, reductions, and the
+# idioms of issue 28, which fail until their fixes are merged).
+SUBSET = (
+    "example/softmax",
+    "example/log_softmax",
+    "example/logsumexp",
+    "example/layer_norm",
+    "example/l2_normalize",
+    "example/kinked_activation",
+    "example/cosine_similarity",
+    "example/safe_sinc",
+    "function/exp",
+    "function/expm1",
+    "function/log1p",
+    "function/sigmoid",
+    "function/softplus",
+    "function/tanh",
+    "function/sinc",
+    "function/xlogy",
+    "function/atan2",
+    "function/elu",
+    "function/selu",
+    "function/gelu",
+    "function/mish",
+    "function/max",
+    "function/clamp",
+    "function/where",
+    "function/softmax",
+    "function/log_softmax",
+    "function/logsumexp",
+    "idiom/softmax_where",
+    "idiom/log1p_exp",
+    "idiom/logaddexp",
+    "idiom/sinc_pi",
+    "idiom/elu_expm1",
+    "idiom/bce_stable",
+)
