@@ -8,14 +8,15 @@ Forward:
     y = where(x > 0, sqrt(x), 0) + where(x != 0, sin(x)/x, 1)
 
 Derivatives:
-    dy/dx = where(x > 0, where(x > 0, 1, 0)/(2*sqrt(where(x > 0, x, 1))), 0) + where(x
-        != 0, (-sin(where(x != 0, x, 1))/where(x != 0, x, 1) + cos(where(x != 0, x,
-        1)))*where(x != 0, 1, 0)/where(x != 0, x, 1), 0)
+    dy/dx = where(x/pi != 0, (-sinc(where(x/pi != 0, x/pi, 1)) + cos(pi*where(x/pi != 0,
+        x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, where(x > 0, 1,
+        0)/(2*sqrt(where(x > 0, x, 1))), 0)
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import torch
@@ -59,9 +60,8 @@ class SafeSinc(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
-        y = torch.where((x > 0), torch.sqrt(x), 0) + torch.where(
-            (x != 0), torch.sin(x) / x, 1
-        )
+        sinc0 = torch.special.sinc(x / math.pi)
+        y = sinc0 + torch.where((x > 0), torch.sqrt(x), 0)
         return y
 
     @staticmethod
@@ -79,19 +79,16 @@ class SafeSinc(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t0 = x != 0
-            _t1 = torch.where(_t0, x, 1)
-            _t2 = 1 / _t1
-            _t3 = x > 0
-            grad_x = torch.where(
-                _t3,
-                torch.where(_t3, grad_y, 0) / (2 * torch.sqrt(torch.where(_t3, x, 1))),
-                0,
+            _t0 = 1 / math.pi
+            _t1 = _t0 * x
+            _t2 = _t1 != 0
+            _t3 = torch.where(_t2, _t1, 1)
+            _t4 = x > 0
+            grad_x = _t0 * grad_y * torch.where(
+                _t2, (-torch.special.sinc(_t3) + torch.cos(math.pi * _t3)) / _t3, 0
             ) + torch.where(
-                _t0,
-                _t2
-                * (torch.addcmul(torch.cos(_t1), _t2, torch.sin(_t1), value=-1))
-                * torch.where(_t0, grad_y, 0),
+                _t4,
+                torch.where(_t4, grad_y, 0) / (2 * torch.sqrt(torch.where(_t4, x, 1))),
                 0,
             )
         return (_reduce_to(grad_x, x.shape),)
@@ -102,16 +99,17 @@ class SafeSinc(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t4 = x > 0
-        _t5 = x != 0
-        _t6 = torch.where(_t5, x, 1)
-        _t7 = torch.where(_t5, tangent_x, 0)
-        tangent_y = torch.where(
-            _t4,
-            torch.where(_t4, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t4, x, 1))),
-            0,
+        _t5 = 1 / math.pi
+        _t6 = _t5 * x
+        _t7 = _t6 != 0
+        _t8 = torch.where(_t7, _t6, 1)
+        _t9 = x > 0
+        tangent_y = _t5 * tangent_x * torch.where(
+            _t7, (-torch.special.sinc(_t8) + torch.cos(math.pi * _t8)) / _t8, 0
         ) + torch.where(
-            _t5, _t7 * torch.cos(_t6) / _t6 + (-_t7 / _t6) * (torch.sin(_t6) / _t6), 0
+            _t9,
+            torch.where(_t9, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t9, x, 1))),
+            0,
         )
         return _expand_to(tangent_y, y_shape)
 

@@ -24,6 +24,17 @@ Gradients of a `where` come out as one `where` per term, each with a zero branch
 
 An untaken branch no longer multiplies into the sum, so a NaN or inf there cannot
 leak into the result (symgrad.ad.guards guards the branches themselves).
+
+Note [Removable singularities]: sin(u) / u with its limit 1 at u = 0, written as a
+`where`, has an exact value but a gradient that is not: differentiated as written, the
+quotient's derivative (cos(u) u - sin(u)) / u**2 is 0 / 0 or 1e21 near 0 in float32
+(u = 1e-30 squares to 0). The pattern is torch's sinc, whose derivative has its limit 0
+there, so it is rewritten whatever the costs say (u = c x with c a nonzero number):
+
+| written                                  | emitted               |
+| ---------------------------------------- | --------------------- |
+| where(u != 0, sin(u) / u, 1)             | sinc(u / pi)          |
+| where(u == 0, 1, sin(u) / u)             | sinc(u / pi)          |
 """
 
 from __future__ import annotations
@@ -43,7 +54,13 @@ def cheapen(expr: sympy.Expr) -> sympy.Expr:
 
 
 def _apply_rules(node: sympy.Basic) -> sympy.Basic:
-    """`node` rewritten by the first rule that matches it, if the cost table says it pays."""
+    """`node` rewritten by the first rule that matches it, if the cost table says it pays.
+
+    A removable singularity is rewritten whatever it costs (Note [Removable singularities]).
+    """
+    sinc = _removable_sinc(node)
+    if sinc is not None:
+        return sinc
     table = costs.table()
     for rule in _RULES:
         rewritten = rule(node)
@@ -71,6 +88,34 @@ def _shifted_tanh(node: sympy.Basic) -> sympy.Expr | None:
         others = [t for t in node.args if t is not k and t is not term]
         return sympy.Add(scale * functions.call("sigmoid", 2 * sign * rest.args[0]), *others)
     return None
+
+
+def _removable_sinc(node: sympy.Basic) -> sympy.Expr | None:
+    """where(u != 0, sin(u) / u, 1) as sinc(u / pi) (Note [Removable singularities])."""
+    if not isinstance(node, piecewise.Where):
+        return None
+    cond, a, b = node.args
+    if isinstance(cond, piecewise.Eq):
+        a, b = b, a
+    elif not isinstance(cond, piecewise.Ne):
+        return None
+    if b != 1 or 0 not in cond.args:
+        return None
+    w = cond.args[0] if cond.args[1] == 0 else cond.args[1]
+    sines = [f for f in sympy.Mul.make_args(a) if _is_function(f, "sin")]
+    if len(sines) != 1:
+        return None
+    u = sines[0].args[0]
+    scale = sympy.cancel(u / w)
+    if not (scale.is_number and scale.is_zero is False and scale.is_finite):
+        return None
+    if sympy.cancel(a * u / sines[0]) != 1:
+        return None
+    return functions.call("sinc", u / sympy.pi)
+
+
+def _is_function(node: sympy.Basic, name: str) -> bool:
+    return isinstance(node, functions.ElementwiseFunction) and type(node).__name__ == name
 
 
 def _is_tanh(node: sympy.Basic) -> bool:

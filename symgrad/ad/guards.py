@@ -136,6 +136,8 @@ def _finite_everywhere(expr: sympy.Basic) -> bool:
         return True
     if isinstance(expr, Where):  # finite wherever its branches are
         return all(_finite_everywhere(branch) for branch in expr.args[1:])
+    if isinstance(expr, Kink):  # relu, max, min, clamp: finite wherever their arguments are
+        return all(_finite_everywhere(arg) for arg in expr.args)
     if isinstance(expr, sympy.Pow):
         exponent = expr.exp
         if not (exponent.is_Integer and exponent >= 0):

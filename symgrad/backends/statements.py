@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import textwrap
+from collections.abc import Iterable, Mapping
 from typing import Protocol, TypeVar
 
 import sympy
@@ -70,6 +71,34 @@ def small_symbols(derived: Derived) -> frozenset[sympy.Basic]:
 def condition_temporaries(derived: Derived) -> dict[sympy.Basic, sympy.Basic]:
     """Statements whose value is a condition (a boolean tensor), by target."""
     return {s.target: s.expr for s in all_statements(derived) if is_condition(s.expr)}
+
+
+def value_tensors(
+    args: Iterable[sympy.Basic],
+    tensors: frozenset[sympy.Basic] | set[sympy.Basic],
+    conditions: Mapping[sympy.Basic, sympy.Basic],
+) -> list[sympy.Basic]:
+    """The tensors holding values (never a boolean condition) that `args` read, by name.
+
+    A printed constant beside tensors takes the dtype of one of these. A condition
+    temporary stands for the tensors it compares: beside where(c, f0, 1), a constant
+    takes the dtype of the values c compares, never c's own bool (which would make 0.25
+    True, that is 1).
+    """
+    pending: list[sympy.Basic] = [sympy.Tuple(*args)]
+    found: set[sympy.Basic] = set()
+    seen: set[sympy.Basic] = set()
+    while pending and not found:
+        compared = []
+        for symbol in pending.pop().free_symbols & tensors:
+            if symbol not in seen:
+                seen.add(symbol)
+                if symbol in conditions:
+                    compared.append(conditions[symbol])
+                else:
+                    found.add(symbol)
+        pending += compared
+    return sorted(found, key=str)
 
 
 def temporary_names(derived: Derived) -> dict[sympy.Basic, str]:

@@ -20,6 +20,7 @@ from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.spellings import SPELLINGS, double_literal, is_one_operand, power_chain
+from symgrad.backends.statements import value_tensors
 from symgrad.language import functions, piecewise, pullbacks, reductions
 
 # Integers from this size on print as doubles (exact up to 2**53): a C++ int literal
@@ -289,10 +290,9 @@ class ArithmeticPrinter(StrPrinter):
         On the CPU, which ATen accepts beside any device, as the Python printer's
         `torch.tensor(v, dtype=x.dtype)`: a 0-d double tensor would promote float32.
         """
-        symbols = set().union(*(arg.free_symbols for arg in args)) & self.tensor_symbols
-        values = sorted((s for s in symbols if s not in self.conditions), key=str)
-        like = self._print((values or sorted(symbols, key=str))[0])
-        options = f"at::TensorOptions().dtype({like}.scalar_type())"
+        values = value_tensors(args, self.tensor_symbols, self.conditions)
+        dtype = f"{self._print(values[0])}.scalar_type()" if values else "at::get_default_dtype()"
+        options = f"at::TensorOptions().dtype({dtype})"
         return [
             text if self.is_tensor(arg) else f"at::scalar_tensor({text}, {options})"
             for arg, text in zip(args, texts, strict=True)

@@ -18,6 +18,7 @@ from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.spellings import SPELLINGS
+from symgrad.backends.statements import value_tensors
 from symgrad.language import functions, piecewise, pullbacks, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
@@ -256,12 +257,10 @@ class ArithmeticPrinter(StrPrinter):
         promote each other); one of the tensor's own dtype keeps the dtype torch gives a
         Python number. It stays on the CPU, which torch accepts beside any device.
         """
-        symbols = set().union(*(arg.free_symbols for arg in args)) & self.tensor_symbols
-        values = sorted((s for s in symbols if s not in self.conditions), key=str)
-        values = values or sorted(symbols, key=str)
-        like = self._print(values[0])
+        values = value_tensors(args, self.tensor_symbols, self.conditions)
+        dtype = f"{self._print(values[0])}.dtype" if values else "torch.get_default_dtype()"
         return [
-            text if self.is_tensor(arg) else f"torch.tensor({text}, dtype={like}.dtype)"
+            text if self.is_tensor(arg) else f"torch.tensor({text}, dtype={dtype})"
             for arg, text in zip(args, texts, strict=True)
         ]
 

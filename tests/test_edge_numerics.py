@@ -1,0 +1,137 @@
+"""Exact at the edges: float32 at +-30, +-10, tiny values and 0 (issue 28).
+
+Each row generates a Function from a one-output spec and runs it in float32 at the
+points listed. Its value and gradients must be finite wherever torch's float32 built-in
+is, and within max(4 x torch's own float32 error, 1e-6 x the condition scale) of the
+float64 value of the built-in; the condition scale of a value f(x) is
+|f| + sum |df/dx_i * x_i|, and that of a gradient g is |g| (its own condition is not
+known without second derivatives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+import sympy
+import torch
+
+from symgrad.api import generate, load_module, spec_from_dict
+from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.language.piecewise import Gt, Minimum, where
+
+Reference = Callable[..., torch.Tensor]
+
+
+def _row(
+    expr: str, reference: Reference, points: list[float], inputs: Mapping[str, str] | None = None
+) -> tuple[str, Reference, list[float], Mapping[str, str]]:
+    return expr, reference, points, inputs or {"x": "tensor"}
+
+
+def _celu(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.celu(x, alpha=2.0)
+
+
+# id -> (spec output, torch's built-in, points, inputs).
+CASES: dict[str, tuple[str, Reference, list[float], Mapping[str, str]]] = {
+    "elu_expm1": _row(
+        "where(x > 0, x, 1.0 * expm1(x))", torch.nn.functional.elu, [-30, -10, -1e-4, 0, 1e-30]
+    ),
+    "celu_expm1": _row(
+        "where(x > 0, x, 2.0 * expm1(x / 2.0))", _celu, [-100, -30, -10, -1e-4, -1e-30, 30]
+    ),
+    "selu_expm1": _row(
+        "1.0507009873554805 * where(x > 0, x, 1.6732632423543772 * expm1(x))",
+        torch.nn.functional.selu,
+        [-30, -10, -1e-4, -1e-30, 10],
+    ),
+    "sinc_pi_x": _row(
+        "where(x != 0, sin(pi * x) / (pi * x), 1)",
+        torch.sinc,
+        [-1e-30, 0, 1e-30, 1e-4, -0.5, 10, 30.5],
+    ),
+    "sin_x_over_x": _row(
+        "where(x != 0, sin(x) / x, 1)",
+        lambda x: torch.sinc(x / torch.pi),
+        [-1e-30, 0, 1e-30, 1e-4, 1.5, -10],
+    ),
+    "sinc_mirrored": _row(
+        "where(x == 0, 1, sin(3 * x) / (3 * x))",
+        lambda x: torch.sinc(3 * x / torch.pi),
+        [-1e-30, 0, 1e-30, 0.7],
+    ),
+}
+
+
+def _value_and_gradient(function: Reference, point: float, dtype: torch.dtype) -> list[float]:
+    """f(x) and df/dx at a 0-d tensor of `dtype`."""
+    x = torch.tensor(point, dtype=dtype, requires_grad=True)
+    y = function(x)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    return [float(y.detach()), float(grad)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_float32_at_the_edges_is_within_the_criterion(case: str) -> None:
+    expr, reference, points, inputs = CASES[case]
+    spec = spec_from_dict({"name": "Edge", "inputs": dict(inputs), "outputs": {"y": expr}})
+    function = load_module(spec).Edge.apply
+    for point in points:
+        exact = _value_and_gradient(reference, point, torch.float64)
+        torch32 = _value_and_gradient(reference, point, torch.float32)
+        ours = _value_and_gradient(function, point, torch.float32)
+        scales = [abs(exact[0]) + abs(exact[1] * point), abs(exact[1])]
+        for what, mine, theirs, want, scale in zip(
+            ("value", "gradient"), ours, torch32, exact, scales, strict=True
+        ):
+            if not torch.isfinite(torch.tensor(theirs)):
+                continue
+            tolerance = max(4 * abs(theirs - want), 1e-6 * scale)
+            assert abs(mine - want) <= tolerance, (case, point, what, mine, want, theirs)
+
+
+def test_the_sinc_pattern_is_emitted_as_torch_sinc() -> None:
+    spec = spec_from_dict(
+        {
+            "name": "Sinc",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": "where(x != 0, sin(pi * x) / (pi * x), 1)"},
+        }
+    )
+    module = generate(spec)["sinc.py"]
+    assert "y = torch.special.sinc(x)" in module
+    assert "torch.sin(" not in module
+
+
+# A branch condition on x0 and a number input f0 beside the constant 0.25 (issue 28, B).
+GUARD_CONSTANT = "where(f0 <= tanh(x0), x0, min(f0, 0.25) * x0)"
+
+
+@pytest.mark.parametrize("x0", [0.3, -0.13, 2.0])
+def test_a_constant_beside_a_guarded_number_keeps_its_value(x0: float) -> None:
+    spec = spec_from_dict(
+        {
+            "name": "Guarded",
+            "inputs": {"f0": "float", "x0": "tensor"},
+            "outputs": {"y": GUARD_CONSTANT},
+        }
+    )
+    function = load_module(spec).Guarded.apply
+    ours = torch.tensor(x0, requires_grad=True)
+    (grad,) = torch.autograd.grad(function(1.079, ours), ours)
+    theirs = torch.tensor(x0, requires_grad=True)
+    value = torch.where(torch.tanh(theirs) >= 1.079, theirs, min(1.079, 0.25) * theirs)
+    (expected,) = torch.autograd.grad(value, theirs)
+    assert float(grad) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_a_constant_beside_a_condition_takes_the_compared_values_dtype() -> None:
+    """min(where(c, f0, 1), 0.25) with c = x > 0: 0.25 is of x's dtype, never c's bool."""
+    x, f0, c = sympy.Symbol("x", real=True), sympy.Symbol("f0", real=True), sympy.Symbol("c")
+    guarded = Minimum(where(c, f0, 1), sympy.Float(0.25))
+    python = TorchPrinter(frozenset({x, c}), conditions={c: Gt(x, 0)}).doprint(guarded)
+    assert "torch.tensor(0.25, dtype=x.dtype)" in python
+    cpp = AtenPrinter(frozenset({x, c}), conditions={c: Gt(x, 0)}).doprint(guarded)
+    assert "at::scalar_tensor(0.25, at::TensorOptions().dtype(x.scalar_type()))" in cpp
