@@ -8,8 +8,8 @@ Forward:
     loss = mean(-t*log(sigmoid(x)) - (1 - t)*log(1 - sigmoid(x)))
 
 Derivatives:
-    dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/numel(-t*log_sigmoid(x) - (1 -
-        t)*log_sigmoid(-x))
+    dloss/dx = (t*expm1(log_sigmoid(x)) + (-1 +
+        t)*expm1(log_sigmoid(-x)))/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
     dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-t*log_sigmoid(x) - (1 -
         t)*log_sigmoid(-x))
 """
@@ -132,8 +132,12 @@ class BCEWithLogits(torch.autograd.Function):
             _t4 = grad_loss / _t0
         if need_x:
             grad_x = _sum_to(
-                (-_t4)
-                * (torch.addcmul(t * torch.sigmoid(-x), -1 + t, torch.sigmoid(x))),
+                _t4
+                * (
+                    torch.addcmul(
+                        t * torch.expm1(log_sigmoid0), -1 + t, torch.expm1(log_sigmoid1)
+                    )
+                ),
                 _t1,
                 _t2,
             )
@@ -149,14 +153,13 @@ class BCEWithLogits(torch.autograd.Function):
         tangent_x, tangent_t = _fill_tangents(
             (tangent_x, tangent_t), ctx.tangent_shapes
         )
-        _t5 = -x
         log_sigmoid0 = torch.nn.functional.logsigmoid(x)
-        log_sigmoid1 = torch.nn.functional.logsigmoid(_t5)
+        log_sigmoid1 = torch.nn.functional.logsigmoid(-x)
         tangent_loss = torch.mean(
             torch.addcmul(
                 torch.addcmul(
-                    -t * tangent_x * torch.sigmoid(_t5)
-                    - tangent_x * (-1 + t) * torch.sigmoid(x),
+                    t * tangent_x * torch.expm1(log_sigmoid0)
+                    + tangent_x * (-1 + t) * torch.expm1(log_sigmoid1),
                     log_sigmoid1,
                     tangent_t,
                 ),

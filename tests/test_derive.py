@@ -75,6 +75,7 @@ SYMPY_EQUIVALENTS: dict[str, Callable[..., sympy.Expr]] = {
     "logit": lambda a: sympy.log(a / (1 - a)),
     "hypot": lambda a, b: sympy.sqrt(a**2 + b**2),
     "atan2": sympy.atan2,
+    "logaddexp": lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)),
     "floor": sympy.floor,
     "ceil": sympy.ceiling,
     "round": lambda a: sympy.floor(a + sympy.Rational(1, 2)),  # derivative checks only

@@ -278,14 +278,16 @@ def _declared_names(spec: Spec) -> list[str]:
 
 
 def _rewrite(expr: sympy.Expr) -> sympy.Expr:
-    """The formula in torch's stable primitives, fused activations and cheaper identities."""
-    return cheapen.cheapen(fuse.fuse_activations(stable.stabilize(expr)))
+    """The (stabilized) formula in torch's fused activations and cheaper identities."""
+    return cheapen.cheapen(fuse.fuse_activations(expr))
 
 
 def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
+    # In torch's stable primitives, matched across `where` names (symgrad.ad.stable).
+    statements = stable.stabilize_statements(statements, {o.symbol for o in spec.outputs})
     statements = [Assignment(s.target, _rewrite(s.expr)) for s in statements]
     statements = _name_shared_values(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
@@ -362,7 +364,9 @@ def _tensor_symbols(
     tensors: set[sympy.Basic] = {i.symbol for i in spec.tensor_inputs}
     tensors |= {part.grad for part in plan.outputs}
     tensors |= {t for t in jvp.tangents if t is not None}
-    statements: list[Assignment] = list(forward)
+    # The spec's `where` names too: one the stable rewrites made unread is still printed
+    # (symgrad.ad.stable, Note [Patterns across where names]).
+    statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates] + list(forward)
     for block in plan.prelude:
         statements += block.statements
     for part in plan.outputs:

@@ -83,6 +83,13 @@ SPELLINGS: dict[str, Spelling] = {
     "logit": _unary("logit", "std::log(({0}) / (1.0 - ({0})))"),
     "hypot": Spelling("at::hypot({0}, {1})", "std::hypot({0}, {1})", tensor_arguments=True),
     "atan2": Spelling("at::atan2({0}, {1})", "std::atan2({0}, {1})", tensor_arguments=True),
+    # As the Python backend's number spelling: equal infinities give that infinity.
+    "logaddexp": Spelling(
+        "at::logaddexp({0}, {1})",
+        "(({0}) == ({1}) && std::isinf(static_cast<double>({0})) ? static_cast<double>({0})"
+        " : std::max<double>({0}, {1}) + std::log1p(std::exp(-std::fabs(({0}) - ({1})))))",
+        tensor_arguments=True,
+    ),
     "sinc": Spelling(
         "at::special_sinc({0})",
         f"(({{0}}) == 0 ? 1.0 : std::sin({PI} * ({{0}})) / ({PI} * ({{0}})))",

@@ -163,6 +163,14 @@ SPELLINGS: dict[str, Spelling] = {
     ),
     "hypot": Spelling("torch.hypot({0}, {1})", "math.hypot({0}, {1})", tensor_arguments=True),
     "atan2": Spelling("torch.atan2({0}, {1})", "math.atan2({0}, {1})", tensor_arguments=True),
+    # log(exp(a) + exp(b)) shifted by the larger argument; equal infinities give that
+    # infinity, as torch (their difference is nan).
+    "logaddexp": Spelling(
+        "torch.logaddexp({0}, {1})",
+        "(({0}) if ({0}) == ({1}) and math.isinf({0}) else max(({0}), ({1}))"
+        " + math.log1p(math.exp(-abs(({0}) - ({1})))))",
+        tensor_arguments=True,
+    ),
     "sinc": Spelling(
         "torch.special.sinc({0})",
         "(math.sin(math.pi * ({0})) / (math.pi * ({0})) if ({0}) != 0 else 1.0)",
