@@ -321,24 +321,10 @@ def excepted(failure: Failure) -> str | None:
 # entry of its subset passes (a fix must take its entry out).
 KNOWN_FAILING: dict[str, str] = {
     "example/cosine_similarity": "issue 28 item 5: the clamped norm's untaken 1/n leaks NaN",
-    "example/safe_sinc": "issue 28 item 6: sin(x)/x's derivative cancels near 0",
     "example/bce_with_logits": (
         "found by this suite: d/dt is log_sigmoid(x) - log_sigmoid(-x), which cancels "
         "near x = 0 where it is exactly -x / n (at x = 1e-4: 4e-10 off, 5e-12 allowed)"
     ),
-    "function/log_sigmoid": (
-        "found by this suite: the gradient sigmoid(-x) is 0 at x = 100 in float32, where "
-        "torch's log_sigmoid backward keeps exp(-100) = 3.7e-44"
-    ),
-    "idiom/softmax_where": "issue 28 item 1: softmax written out overflows at +100",
-    "idiom/log1p_exp": "issue 28 item 2: log1p(exp(x)) is not rewritten to softplus",
-    "idiom/softplus_beta": "issue 28 item 2: log1p(exp(beta * x)) / beta overflows",
-    "idiom/logaddexp": "issue 28 item 3: log(exp(a) + exp(b)) overflows",
-    "idiom/sinc_pi": "issue 28 item 6: the removable singularity of sin(pi x) / (pi x)",
-    "idiom/elu_expm1": "issue 28 item 4: the backward rebuilds exp(x) as 1 + expm1(x)",
-    "idiom/celu_expm1": "issue 28 item 4: as elu",
-    "idiom/selu_expm1": "issue 28 item 4: as elu",
-    "idiom/bce_stable": "issue 28 item 7: relu'(0) and |z|'(0) sum to the wrong slope at 0",
     "idiom/alpha_over": "issue 28 item 8: a reciprocal multiplied then cancelled",
 }
 
