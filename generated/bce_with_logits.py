@@ -74,6 +74,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x", "t")
+    groups: tuple[tuple[str, ...], ...] = (("x", "t"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class BCEWithLogits(torch.autograd.Function):
     """Binary cross-entropy of targets t against logits x, averaged over every
     element.
@@ -191,5 +217,10 @@ def bce_with_logits(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         _BCEWithLogitsTraceable if torch.compiler.is_compiling() else BCEWithLogits
     )
     # The residuals (log_sigmoid0, log_sigmoid1) are for the backward only.
-    loss, log_sigmoid0, log_sigmoid1 = function.apply(x, t)
-    return loss
+    try:
+        loss, log_sigmoid0, log_sigmoid1 = function.apply(x, t)
+        return loss
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "bce_with_logits", {"x": x, "t": t})
+        raise

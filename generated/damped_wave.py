@@ -53,6 +53,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x", "t")
+    groups: tuple[tuple[str, ...], ...] = (("x", "t"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class DampedWave(torch.autograd.Function):
     """A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) **
     n.
@@ -196,5 +222,22 @@ def damped_wave(
     """
     function = _DampedWaveTraceable if torch.compiler.is_compiling() else DampedWave
     # The residuals (exp0, envelope, cos1) are for the backward only.
-    u, exp0, envelope, cos1 = function.apply(x, t, gamma, beta, omega, E, n)
-    return u
+    try:
+        u, exp0, envelope, cos1 = function.apply(x, t, gamma, beta, omega, E, n)
+        return u
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(
+            error,
+            "damped_wave",
+            {
+                "x": x,
+                "t": t,
+                "gamma": gamma,
+                "beta": beta,
+                "omega": omega,
+                "E": E,
+                "n": n,
+            },
+        )
+        raise

@@ -57,6 +57,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x", "floor_")
+    groups: tuple[tuple[str, ...], ...] = (("x", "floor_"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class KinkedActivation(torch.autograd.Function):
     """A leaky, clipped activation built from relu, min, max and clamp."""
 
@@ -212,4 +238,13 @@ def kinked_activation(
         if torch.compiler.is_compiling()
         else KinkedActivation
     )
-    return function.apply(x, floor_, slope, cap)
+    try:
+        return function.apply(x, floor_, slope, cap)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(
+            error,
+            "kinked_activation",
+            {"x": x, "floor_": floor_, "slope": slope, "cap": cap},
+        )
+        raise

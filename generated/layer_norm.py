@@ -92,6 +92,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x",)
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -193,5 +219,10 @@ def layer_norm(x: torch.Tensor, eps: float = 1e-05) -> torch.Tensor:
     """Layer normalisation over the last dimension, without weight and bias."""
     function = _LayerNormTraceable if torch.compiler.is_compiling() else LayerNorm
     # The residuals (mu, rstd) are for the backward only.
-    y, mu, rstd = function.apply(x, eps)
-    return y
+    try:
+        y, mu, rstd = function.apply(x, eps)
+        return y
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "layer_norm", {"x": x, "eps": eps})
+        raise

@@ -49,6 +49,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x",)
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class LeakyReLU(torch.autograd.Function):
     """x where x > 0, else slope * x."""
 
@@ -110,7 +136,12 @@ class _LeakyReLUTraceable(LeakyReLU):
 def leaky_relu(x: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
     """x where x > 0, else slope * x."""
     function = _LeakyReLUTraceable if torch.compiler.is_compiling() else LeakyReLU
-    return function.apply(x, slope)
+    try:
+        return function.apply(x, slope)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "leaky_relu", {"x": x, "slope": slope})
+        raise
 
 
 class LeakyReLU_(torch.autograd.Function):
@@ -167,4 +198,9 @@ def leaky_relu_(x: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
         # torch.compile, the out-of-place result (of a copy, which its backward may
         # read) is written into the input instead.
         return x.copy_(leaky_relu(x.clone(), slope))
-    return LeakyReLU_.apply(x, slope)
+    try:
+        return LeakyReLU_.apply(x, slope)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "leaky_relu_", {"x": x, "slope": slope})
+        raise

@@ -139,6 +139,32 @@ def _use_compiled() -> bool:
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x",)
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class MishFused(torch.autograd.Function):
     """Mish, x * tanh(softplus(x)), with forward and backward compiled."""
 
@@ -213,4 +239,9 @@ class _MishFusedTraceable(MishFused):
 def mish_fused(x: torch.Tensor) -> torch.Tensor:
     """Mish, x * tanh(softplus(x)), with forward and backward compiled."""
     function = _MishFusedTraceable if torch.compiler.is_compiling() else MishFused
-    return function.apply(x)
+    try:
+        return function.apply(x)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "mish_fused", {"x": x})
+        raise

@@ -72,6 +72,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x", "target")
+    groups: tuple[tuple[str, ...], ...] = (("x", "target"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class MSELoss(torch.autograd.Function):
     """Mean squared error."""
 
@@ -135,4 +161,9 @@ class _MSELossTraceable(MSELoss):
 def mse_loss(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean squared error."""
     function = _MSELossTraceable if torch.compiler.is_compiling() else MSELoss
-    return function.apply(x, target)
+    try:
+        return function.apply(x, target)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "mse_loss", {"x": x, "target": target})
+        raise

@@ -52,6 +52,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("prediction", "target", "delta")
+    groups: tuple[tuple[str, ...], ...] = (("prediction", "target", "delta"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class PseudoHuber(torch.autograd.Function):
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
 
@@ -150,5 +176,14 @@ def pseudo_huber(
     """Elementwise pseudo-Huber loss with a learnable scale delta."""
     function = _PseudoHuberTraceable if torch.compiler.is_compiling() else PseudoHuber
     # The residuals (r, sqrt0) are for the backward only.
-    loss, r, sqrt0 = function.apply(prediction, target, delta)
-    return loss
+    try:
+        loss, r, sqrt0 = function.apply(prediction, target, delta)
+        return loss
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(
+            error,
+            "pseudo_huber",
+            {"prediction": prediction, "target": target, "delta": delta},
+        )
+        raise

@@ -49,6 +49,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("forward_value", "backward_value")
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class ReplaceGrad(torch.autograd.Function):
     """Return forward_value; pass the gradient to backward_value instead."""
 
@@ -106,4 +132,13 @@ def replace_grad(
 ) -> torch.Tensor:
     """Return forward_value; pass the gradient to backward_value instead."""
     function = _ReplaceGradTraceable if torch.compiler.is_compiling() else ReplaceGrad
-    return function.apply(forward_value, backward_value)
+    try:
+        return function.apply(forward_value, backward_value)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(
+            error,
+            "replace_grad",
+            {"forward_value": forward_value, "backward_value": backward_value},
+        )
+        raise

@@ -50,6 +50,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x",)
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class SoftClamp(torch.autograd.Function):
     """Squash x smoothly into the interval (lo, hi)."""
 
@@ -111,4 +137,9 @@ class _SoftClampTraceable(SoftClamp):
 def soft_clamp(x: torch.Tensor, lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
     """Squash x smoothly into the interval (lo, hi)."""
     function = _SoftClampTraceable if torch.compiler.is_compiling() else SoftClamp
-    return function.apply(x, lo, hi)
+    try:
+        return function.apply(x, lo, hi)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "soft_clamp", {"x": x, "lo": lo, "hi": hi})
+        raise

@@ -56,6 +56,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("a", "p", "z")
+    groups: tuple[tuple[str, ...], ...] = (("a", "p", "z"),)
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class SpecialMix(torch.autograd.Function):
     """A mix of special functions (lgamma, digamma, erfinv, xlogy, logit, atan2,
     hypot).
@@ -255,5 +281,10 @@ def special_mix(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tens
     """
     function = _SpecialMixTraceable if torch.compiler.is_compiling() else SpecialMix
     # The residuals (r, digamma0, erfinv1, atan22, logit3) are for the backward only.
-    y, r, digamma0, erfinv1, atan22, logit3 = function.apply(a, p, z)
-    return y
+    try:
+        y, r, digamma0, erfinv1, atan22, logit3 = function.apply(a, p, z)
+        return y
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "special_mix", {"a": a, "p": p, "z": z})
+        raise

@@ -49,6 +49,32 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("x",)
+    groups: tuple[tuple[str, ...], ...] = ()
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 class StraightThroughRound(torch.autograd.Function):
     """Round x to a grid of the given step, with a straight-through gradient."""
 
@@ -105,4 +131,9 @@ def straight_through_round(x: torch.Tensor, step: float = 0.25) -> torch.Tensor:
         if torch.compiler.is_compiling()
         else StraightThroughRound
     )
-    return function.apply(x, step)
+    try:
+        return function.apply(x, step)
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(error, "straight_through_round", {"x": x, "step": step})
+        raise

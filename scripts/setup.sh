@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up symgrad in a virtual environment, .venv/ beside this checkout's pyproject.toml.
 #
-#   bash scripts/setup.sh          # symgrad, torch and pytest: enough to generate and test Functions
+#   bash scripts/setup.sh          # symgrad, torch, pytest and matplotlib: generate, test and plot Functions
 #   bash scripts/setup.sh --dev    # also the development tools (pytest, ruff, black, mypy, ...)
 #
 # torch: a torch already in .venv is kept. Otherwise, on a machine without an NVIDIA GPU,
@@ -12,9 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=""
+# The plot extra (matplotlib) is what `symgrad show SPEC --plot`, which the README points to, needs.
+extras="[plot]"
 case "${1:-}" in
-  --dev) extras="[dev]" ;;
+  --dev) extras="[dev,plot]" ;;
   "") ;;
   *) echo "usage: bash scripts/setup.sh [--dev]" >&2; exit 2 ;;
 esac

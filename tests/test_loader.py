@@ -233,13 +233,13 @@ def test_empty_document() -> None:
 
 def test_invalid_yaml() -> None:
     assert load_error("a: [1, 2\nb: 3\n") == (
-        "spec.yaml:2:2: invalid YAML: expected ',' or ']', but got ':'"
+        "spec.yaml:2:2: invalid YAML: a `[` is not closed by `]` before this point"
     )
 
 
 def test_tab_indentation() -> None:
     assert load_error("a:\n\tb: 1\n") == (
-        "spec.yaml:2:1: invalid YAML: found character '\\t' that cannot start any token"
+        "spec.yaml:2:1: invalid YAML: a tab indents this line: YAML indents with spaces only"
     )
 
 
@@ -307,3 +307,11 @@ def test_byte_order_mark() -> None:
     root = load_yaml("\ufeffname: Foo\n", "s")
     assert isinstance(root.value, dict)
     assert root.value["name"].value == "Foo"
+
+
+def test_a_key_without_a_colon_is_explained() -> None:
+    assert load_error("inputs:\n  x: tensor\n  w\noutputs: 1\n") == (
+        "spec.yaml:4:1: invalid YAML: a key without ':', or a value that runs onto the next"
+        " line: write `key: value`, and indent a value that continues more than its key,"
+        " or quote it"
+    )

@@ -104,7 +104,7 @@ def test_doc_and_source_text_cannot_inject_code() -> None:
     kinds = [type(node).__name__ for node in tree.body]
     assert kinds == [
         *("Expr", "ImportFrom", "Import", "ImportFrom", "Import", "Assign"),
-        *("FunctionDef", "FunctionDef", "FunctionDef", "ClassDef", "Assign"),
+        *("FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef", "ClassDef", "Assign"),
         *("ClassDef", "FunctionDef"),
     ]
     assert ast.get_docstring(tree.body[-4]) == inspect.cleandoc(doc)
@@ -236,3 +236,35 @@ def test_the_generated_test_of_a_spec_calling_mish_runs(tmp_path: Path) -> None:
     assert "torch.nn.functional.mish(x)" in files["test_scaled_mish.py"]
     output = _run_generated_test(files, tmp_path, "-k", "test_matches_autograd")
     assert "passed" in output and "failed" not in output and "error" not in output, output
+
+
+@pytest.mark.slow
+def test_the_generated_test_imports_math_for_pi_in_an_override_alone(tmp_path: Path) -> None:
+    spec = {
+        "name": "PiGrad",
+        "inputs": {"x": "tensor"},
+        "outputs": {"y": "sin(x)"},
+        "gradients": {"y": {"x": "pi * cos(x)"}},
+    }
+    files = symgrad.generate(symgrad.spec_from_dict(spec))
+    assert "math.pi" in files["test_pi_grad.py"]
+    output = _run_generated_test(files, tmp_path, "-k", "matches_autograd and cpu")
+    assert "2 passed" in output, output
+
+
+@pytest.mark.slow
+def test_low_precision_judges_only_where_the_dtype_holds_the_reference(tmp_path: Path) -> None:
+    # exp(20) overflows float16 for the Function and the plain formula alike.
+    spec = {
+        "name": "Expo",
+        "inputs": {"x": {"type": "tensor", "domain": [-20, 20]}},
+        "outputs": {"y": "exp(x)"},
+    }
+    files = symgrad.generate(symgrad.spec_from_dict(spec))
+    output = _run_generated_test(files, tmp_path, "-k", "low_precision and cpu")
+    assert "3 passed" in output, output
+    # A 1 % error where float16 is finite is still seen.
+    files["expo.py"], count = re.subn(r"(grad_x = .*grad_y.*)", r"\1 * 1.01", files["expo.py"])
+    assert count == 1
+    output = _run_generated_test(files, tmp_path, "-k", "low_precision and cpu")
+    assert "2 failed, 1 passed" in output, output

@@ -49,13 +49,73 @@ class Section:
     def _refuse_unknown(self, keys: Iterable[str]) -> None:
         for key in keys:
             assert self.node.key_locations is not None
+            location = self.node.key_locations[key]
             hint = did_you_mean(key, self.allowed)
             allowed = ", ".join(self.allowed)
-            raise SpecError(
-                self.node.key_locations[key],
-                f"unknown key {key!r}{hint}; allowed keys are: {allowed}",
-                self.path,
-            )
+            message = f"unknown key {key!r}{hint}; allowed keys are: {allowed}"
+            refuse_split_expression(self.node, key, f"unknown key {key!r}", self.path)
+            emptied = None if self.path else emptied_section(self.node, location)
+            if emptied is not None:
+                message = (
+                    f"unknown key {key!r}: `{emptied.value}:` (line {emptied.location.line})"
+                    f" is empty, and {key!r} went to the top level of the spec instead:"
+                    f" indent it under `{emptied.value}:`"
+                )
+            raise SpecError(location, message, self.path)
+
+
+# The sections of a spec whose entries are named by the user.
+_NAMED_SECTIONS = ("inputs", "where", "outputs", "gradients")
+
+
+def refuse_split_expression(node: Node, key: str, what: str, path: str) -> None:
+    """Raise at `key` if it is the tail of an unquoted expression that `{...}` split."""
+    split = split_expression(node, key)
+    if split is not None:
+        assert node.key_locations is not None
+        quotes = f'so this expression needs quotes: "{split}"'
+        message = f"{what}: inside {{...}} a comma ends a value, {quotes}"
+        raise SpecError(node.key_locations[key], message, path)
+
+
+def split_expression(node: Node, key: str) -> str | None:
+    """The expression a `{...}` mapping split at its commas into a value and `key`, if so.
+
+    `{expr: mean(abs(x), dim=1)}` reads as expr: "mean(abs(x)" and a key "dim=1)"
+    without a value: the value before `key` opens more parentheses than it closes.
+    """
+    if node.style != "flow" or not isinstance(node.value, dict):
+        return None
+    items = list(node.value.items())
+    start = [name for name, _ in items].index(key)
+    value = items[start - 1][1].value if start else None
+    if not isinstance(value, str) or value.count("(") <= value.count(")"):
+        return None
+    parts = [value]
+    for name, item in items[start:]:
+        parts.append(name)
+        if item.value is not None or sum(p.count("(") - p.count(")") for p in parts) <= 0:
+            break
+    return ", ".join(parts)
+
+
+def emptied_section(node: Node, location: Location) -> Node | None:
+    """The empty section above an unknown top-level key at `location`: its key as a Node.
+
+    `outputs:` with nothing under it, then `loss: ...` at the left margin: the output was
+    meant to be indented under `outputs:`.
+    """
+    if not isinstance(node.value, dict) or node.key_locations is None:
+        return None
+    line = location.line or 0
+    above = [
+        Node(name, node.key_locations[name])
+        for name in _NAMED_SECTIONS
+        if name in node.value
+        and node.value[name].value is None
+        and (node.key_locations[name].line or 0) < line
+    ]
+    return max(above, key=lambda n: n.location.line or 0, default=None)
 
 
 def kind(node: Node) -> str:

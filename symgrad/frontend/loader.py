@@ -70,7 +70,8 @@ class Node:
     key_locations: dict[str, Location] | None = None
     # For string scalars: how the text sits in the file. "plain" and "quoted" text is on
     # one line exactly as written (so columns inside it can be mapped); anything else
-    # (block scalars, several lines, escapes) is "block".
+    # (block scalars, several lines, escapes) is "block". For mappings: "flow" for one
+    # written `{key: value, ...}`, where a comma ends a plain value.
     style: str = "plain"
 
 
@@ -99,12 +100,39 @@ def load_yaml(text: str, source: str) -> Node:
     return _convert(root, source, text, loader, depth=0)
 
 
+# PyYAML's problems that mistakes of indentation and quoting cause, said in a spec's
+# terms (by how the problem starts); others keep PyYAML's words.
+_EXPLAINED = {
+    "mapping values are not allowed here": (
+        "a ':' where no key can start here: indent this line like the keys beside it,"
+        " or quote a value that holds ': '"
+    ),
+    "expected <block end>": (
+        "this line is indented less than the line above it but more than their parent"
+        " key: indent it like the keys of the mapping it belongs to"
+    ),
+    "could not find expected ':'": (
+        "a key without ':', or a value that runs onto the next line: write `key: value`,"
+        " and indent a value that continues more than its key, or quote it"
+    ),
+    "found character '\\t' that cannot start any token": (
+        "a tab indents this line: YAML indents with spaces only"
+    ),
+    "expected ',' or '}'": "a `{` is not closed by `}` before this point",
+    "expected ',' or ']'": "a `[` is not closed by `]` before this point",
+}
+
+
 def _describe(error: yaml.MarkedYAMLError) -> str:
     """The error's context and problem on one line, without PyYAML's source excerpt."""
     if isinstance(error, yaml.composer.ComposerError) and error.context:
         # e.g. "expected a single document in the stream: but found another document"
         return f"{error.context}: {error.problem}"
-    return error.problem or "unreadable YAML"
+    problem = error.problem or "unreadable YAML"
+    for start, explanation in _EXPLAINED.items():
+        if problem.startswith(start):
+            return explanation
+    return problem
 
 
 _MAX_DEPTH = 32
@@ -173,4 +201,5 @@ def _convert_mapping(
             )
         items[key] = _convert(value_node, source, text, loader, depth + 1)
         key_locations[key] = key_location
-    return Node(items, _location(source, node.start_mark), key_locations)
+    style = "flow" if node.flow_style else "plain"
+    return Node(items, _location(source, node.start_mark), key_locations, style)

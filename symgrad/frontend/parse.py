@@ -137,6 +137,7 @@ def _named_entries(node: Node, path: str, class_name: str) -> list[tuple[str, Lo
     entries = []
     for name, value in node.value.items():
         location = node.key_locations[name]
+        read.refuse_split_expression(node, name, f"{name!r} is not a name", path)
         names.check_name(name, location, f"{path}.{name}", class_name)
         entries.append((name, location, value))
     return entries

@@ -10,6 +10,7 @@ autograd of the plain formula (dashed), both from the generated module and its t
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -43,22 +44,46 @@ def plot(spec: Spec, path: str | Path) -> Path:
     for row, item in enumerate(swept):
         grid, ours = _sweep(spec, item, function)
         _, theirs = _sweep(spec, item, reference)
+        held = held_inputs(spec, item)
         for column, key in enumerate(columns):
             axis = axes[row][column]
             output, is_partial = key
             axis.plot(grid, ours[key], label="symgrad", linewidth=2)
             axis.plot(grid, theirs[key], "--", label="autograd", linewidth=1.2)
             title = f"d{output}/d{item.name}" if is_partial else output
-            axis.set_title(title)
-            axis.set_xlabel(item.name)
+            axis.set_title(wrap(title, 3.2), fontsize=10)
+            axis.set_xlabel(wrap(f"{item.name}{held}", 3.2), fontsize=8)
             axis.grid(alpha=0.3)
     axes[0][0].legend()
-    figure.suptitle(f"{spec.name} ({spec.source})")
+    figure.suptitle(wrap(f"{spec.name} ({spec.source})", 3.2 * len(columns)))
     figure.tight_layout()
     path = Path(path)
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
     return path
+
+
+def held_inputs(spec: Spec, swept: Input) -> str:
+    """What the other inputs are held at while `swept` varies: " (w = 0.0, s = 1.0)"."""
+    others = []
+    for item in spec.inputs:
+        if item is not swept:
+            tensor_or_default = item.is_tensor or item.default is None
+            value = _middle(item) if tensor_or_default else item.default
+            others.append(
+                f"{item.name} = {value:g}" if isinstance(value, float) else f"{item.name} = {value}"
+            )
+    return f" ({', '.join(others)})" if others else ""
+
+
+# About how many characters of a title fit in an inch of the figure.
+_CHARACTERS_PER_INCH = 11
+
+
+def wrap(text: str, inches: float) -> str:
+    """`text` broken into lines that fit a panel (or the figure) `inches` wide."""
+    width = max(10, int(inches * _CHARACTERS_PER_INCH))
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
 def _pyplot() -> Any:
@@ -69,7 +94,10 @@ def _pyplot() -> Any:
         from matplotlib import pyplot
     except ImportError:
         raise SpecError(
-            Location("<plot>"), "--plot needs matplotlib: pip install 'symgrad[plot]'"
+            Location("<plot>"),
+            "--plot needs matplotlib, which is not installed here: install it into"
+            " symgrad's environment (`.venv/bin/python -m pip install matplotlib` where"
+            " scripts/setup.sh made it, or `pip install 'symgrad[plot]'`)",
         ) from None
     return pyplot
 

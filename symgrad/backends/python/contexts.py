@@ -162,6 +162,11 @@ class ModuleContext:
     # The template's own locals, named so that no spec name can shadow them.
     local_function: str
     local_body: str
+    local_error: str
+    # Read only after a call failed, to say why: the inputs declared tensors, and the
+    # groups of inputs the formulas broadcast together (a tuple display).
+    tensor_inputs: tuple[str, ...]
+    broadcast_groups: str
     # In the in-place variant's context, the input it overwrites (Note [In-place
     # variants] in symgrad.ad.inplace): the template then writes only its class and
     # function, which follow the module's. "" in the module's own context.

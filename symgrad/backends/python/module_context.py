@@ -9,7 +9,7 @@ import sympy
 
 from symgrad.ad import inplace
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
-from symgrad.backends.python import kernels
+from symgrad.backends.python import call_checks, kernels
 from symgrad.backends.python.contexts import (
     Block,
     CustomOp,
@@ -57,6 +57,7 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     local_function, local_body = namer.fresh("function"), namer.fresh("body")
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
+    local_error = namer.fresh("error")
     forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
     facts = fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
@@ -122,6 +123,9 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
         accumulate_helper=names.accumulate_helper,
         local_function=local_function,
         local_body=local_body,
+        local_error=local_error,
+        tensor_inputs=tuple(i.name for i in spec.tensor_inputs),
+        broadcast_groups=repr(call_checks.broadcast_groups(spec)),
     )
 
 

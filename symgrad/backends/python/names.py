@@ -35,6 +35,7 @@ class BackwardNames:
                 "count",
                 "expand_to",
                 "fill_tangents",
+                "explain_call",
                 *kernels.HELPER_ROLES,
             )
         }

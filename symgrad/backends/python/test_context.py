@@ -73,16 +73,15 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
         if not overrides:
             continue
         detached = {o.input.symbol: sympy.Symbol(f"{o.input.name}.detach()") for o in overrides}
-        surrogate_printer = TorchPrinter(printer.tensor_symbols | frozenset(detached.values()))
-        surrogate_printer.fuse_products = printer.fuse_products
-        tensors = surrogate_printer.tensor_symbols
+        # The detached inputs are tensors to the one printer of the test, so that what it
+        # prints and the imports it asks for (uses_math) come from the same place.
+        printer.tensor_symbols |= frozenset(detached.values())
+        tensors = printer.tensor_symbols
         formula = guards.guard_branches(inline(output.expr).xreplace(detached), tensors)
-        terms = [surrogate_printer.doprint(formula)]
+        terms = [printer.doprint(formula)]
         for override in overrides:
-            derivative = surrogate_printer.doprint(
-                guards.guard_branches(inline(override.expr), tensors)
-            )
-            if surrogate_printer.is_tensor(inline(override.expr)):
+            derivative = printer.doprint(guards.guard_branches(inline(override.expr), tensors))
+            if printer.is_tensor(inline(override.expr)):
                 derivative = f"({derivative}).detach()"
             name = override.input.name
             terms.append(f"({name} - {name}.detach()) * {derivative}")

@@ -65,6 +65,35 @@ def _fill_tangents(
     )
 
 
+def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) -> None:
+    """After a failed call, raise its reason in the caller's terms, if it is one of
+    these: a tensor input given something else, or inputs whose shapes do not broadcast.
+    """
+    tensors: tuple[str, ...] = ("output", "inputs", "generator", "grad_y")
+    groups: tuple[tuple[str, ...], ...] = (
+        ("output", "inputs", "generator", "grad_y"),
+        ("output", "inputs", "generator"),
+    )
+    for name in tensors:
+        value = arguments[name]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{function}(): expected a value of type 'Tensor' for argument '{name}'"
+                f" but instead found type '{type(value).__name__}'"
+            ) from error
+    for group in groups:
+        for n, first in enumerate(group):
+            for second in group[n + 1 :]:
+                shapes = arguments[first].shape, arguments[second].shape
+                try:
+                    torch.broadcast_shapes(*shapes)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"{function}(): the shapes of {first} {list(shapes[0])} and"
+                        f" {second} {list(shapes[1])} do not broadcast"
+                    ) from error
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -239,7 +268,25 @@ def colliding_names(
         _CollidingNamesTraceable if torch.compiler.is_compiling() else CollidingNames
     )
     # The residuals (sigmoid0) are for the backward only.
-    y, y_, sigmoid0 = function.apply(
-        output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device
-    )
-    return y, y_
+    try:
+        y, y_, sigmoid0 = function.apply(
+            output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device
+        )
+        return y, y_
+    except Exception as error:
+        # Only on failure: name the input at fault, which torch's message does not.
+        _explain_call(
+            error,
+            "colliding_names",
+            {
+                "output": output,
+                "inputs": inputs,
+                "generator": generator,
+                "grad_y": grad_y,
+                "need_output": need_output,
+                "_reduce_to": _reduce_to,
+                "dtype": dtype,
+                "device": device,
+            },
+        )
+        raise
