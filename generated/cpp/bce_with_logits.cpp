@@ -27,8 +27,10 @@
 
 namespace symgrad_bce_with_logits {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -85,10 +87,13 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Binary cross-entropy of targets t against logits x, averaged over every element.
 struct BCEWithLogits : public torch::autograd::Function<BCEWithLogits> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& t) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& t) {
     const at::Tensor log_sigmoid0 = at::log_sigmoid(x);
     const at::Tensor log_sigmoid1 = at::log_sigmoid(-x);
     const at::Tensor loss =
@@ -96,24 +101,26 @@ struct BCEWithLogits : public torch::autograd::Function<BCEWithLogits> {
     return {loss, log_sigmoid0, log_sigmoid1};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& t) {
-    variable_list outputs = values(x, t);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& t) {
+    torch::autograd::variable_list outputs = values(x, t);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1], outputs[2]});
     // Saved for the backward, not recomputed (within what eager autograd saves):
     // log_sigmoid0, log_sigmoid1.
     ctx->save_for_backward({x, t, outputs[1], outputs[2]});
     ctx->saved_data["_t0"] =
-        count(at::infer_size(t.sizes().vec(), x.sizes().vec()), {});
+        detail::count(at::infer_size(t.sizes().vec(), x.sizes().vec()), {});
     ctx->saved_data["_t1"] = x.sizes().vec();
     ctx->saved_data["_t2"] = at::infer_size(t.sizes().vec(), x.sizes().vec());
     ctx->saved_data["_t3"] = t.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor t = saved[1];
     at::Tensor log_sigmoid0 = saved[2];
@@ -139,20 +146,20 @@ struct BCEWithLogits : public torch::autograd::Function<BCEWithLogits> {
       _t4 = grad_loss / _t0;
     }
     if (need_x) {
-      grad_x = sum_to((-_t4) * at::addcmul(t * at::sigmoid(-x), -1 + t, at::sigmoid(x)),
-                      _t1, _t2);
+      grad_x = detail::sum_to(
+          (-_t4) * at::addcmul(t * at::sigmoid(-x), -1 + t, at::sigmoid(x)), _t1, _t2);
     }
     if (need_t) {
-      grad_t = sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2);
+      grad_t = detail::sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2);
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_t, t.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_t, t.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor bce_with_logits_forward(const at::Tensor& x, const at::Tensor& t) {
-  const variable_list outputs = BCEWithLogits::values(x, t);
+  const torch::autograd::variable_list outputs = BCEWithLogits::values(x, t);
   return outputs[0];
 }
 
@@ -162,9 +169,9 @@ inline at::Tensor bce_with_logits_forward(const at::Tensor& x, const at::Tensor&
 inline at::Tensor bce_with_logits(const at::Tensor& x, const at::Tensor& t) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || t.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return bce_with_logits_forward(x, t);
+    return symgrad_bce_with_logits::bce_with_logits_forward(x, t);
   }
-  const variable_list outputs = BCEWithLogits::apply(x, t);
+  const torch::autograd::variable_list outputs = BCEWithLogits::apply(x, t);
   return outputs[0];
 }
 
@@ -173,11 +180,11 @@ TORCH_LIBRARY(symgrad_bce_with_logits, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_bce_with_logits, CompositeExplicitAutograd, m) {
-  m.impl("bce_with_logits", &bce_with_logits_forward);
+  m.impl("bce_with_logits", &symgrad_bce_with_logits::bce_with_logits_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_bce_with_logits, Autograd, m) {
-  m.impl("bce_with_logits", &bce_with_logits);
+  m.impl("bce_with_logits", &symgrad_bce_with_logits::bce_with_logits);
 }
 
 }  // namespace symgrad_bce_with_logits

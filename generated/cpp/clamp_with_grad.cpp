@@ -24,8 +24,10 @@
 
 namespace symgrad_clamp_with_grad {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,25 +40,30 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Clamp x to [lo, hi], with gradient 1 inside the bounds and 0.1 outside.
 struct ClampWithGrad : public torch::autograd::Function<ClampWithGrad> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double lo, double hi) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double lo,
+                                               double hi) {
     const at::Tensor y = at::clamp(x, lo, hi);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, double lo,
-                               double hi) {
-    variable_list outputs = values(x, lo, hi);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double lo,
+                                                double hi) {
+    torch::autograd::variable_list outputs = values(x, lo, hi);
     ctx->save_for_backward({x});
     ctx->saved_data["lo"] = lo;
     ctx->saved_data["hi"] = hi;
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const double lo = ctx->saved_data["lo"].toDouble();
     const double hi = ctx->saved_data["hi"].toDouble();
@@ -73,14 +80,14 @@ struct ClampWithGrad : public torch::autograd::Function<ClampWithGrad> {
                   at::TensorOptions().dtype(at::result_type(x, 1)).device(x.device())),
               0.1);
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor clamp_with_grad_forward(const at::Tensor& x, double lo, double hi) {
-  const variable_list outputs = ClampWithGrad::values(x, lo, hi);
+  const torch::autograd::variable_list outputs = ClampWithGrad::values(x, lo, hi);
   return outputs[0];
 }
 
@@ -90,9 +97,9 @@ inline at::Tensor clamp_with_grad_forward(const at::Tensor& x, double lo, double
 inline at::Tensor clamp_with_grad(const at::Tensor& x, double lo, double hi) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return clamp_with_grad_forward(x, lo, hi);
+    return symgrad_clamp_with_grad::clamp_with_grad_forward(x, lo, hi);
   }
-  const variable_list outputs = ClampWithGrad::apply(x, lo, hi);
+  const torch::autograd::variable_list outputs = ClampWithGrad::apply(x, lo, hi);
   return outputs[0];
 }
 
@@ -101,11 +108,11 @@ TORCH_LIBRARY(symgrad_clamp_with_grad, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_clamp_with_grad, CompositeExplicitAutograd, m) {
-  m.impl("clamp_with_grad", &clamp_with_grad_forward);
+  m.impl("clamp_with_grad", &symgrad_clamp_with_grad::clamp_with_grad_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_clamp_with_grad, Autograd, m) {
-  m.impl("clamp_with_grad", &clamp_with_grad);
+  m.impl("clamp_with_grad", &symgrad_clamp_with_grad::clamp_with_grad);
 }
 
 }  // namespace symgrad_clamp_with_grad

@@ -43,8 +43,10 @@
 
 namespace symgrad_cosine_similarity {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -106,10 +108,13 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Cosine similarity of a and b along the last dimension.
 struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& a, const at::Tensor& b, double eps) {
+  static torch::autograd::variable_list values(const at::Tensor& a, const at::Tensor& b,
+                                               double eps) {
     const at::Tensor sum0 = at::sum(at::pow(a, 2), at::IntArrayRef{-1});
     const at::Tensor sqrt1 = at::sqrt(sum0);
     const at::Tensor sum2 = at::sum(at::pow(b, 2), at::IntArrayRef{-1});
@@ -124,29 +129,32 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     return {y, sqrt1, sqrt3, sum4};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& a,
-                               const at::Tensor& b, double eps) {
-    variable_list outputs = values(a, b, eps);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& a,
+                                                const at::Tensor& b, double eps) {
+    torch::autograd::variable_list outputs = values(a, b, eps);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({a, b, outputs[1], outputs[2], outputs[3]});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["_t0"] = a.sizes().vec();
-    ctx->saved_data["_t1"] = reduced_shape(a.sizes().vec(), {-1}, false);
-    ctx->saved_data["_t2"] =
-        reduced_shape(at::infer_size(a.sizes().vec(), b.sizes().vec()), {-1}, false);
+    ctx->saved_data["_t1"] = detail::reduced_shape(a.sizes().vec(), {-1}, false);
+    ctx->saved_data["_t2"] = detail::reduced_shape(
+        at::infer_size(a.sizes().vec(), b.sizes().vec()), {-1}, false);
     ctx->saved_data["_t3"] = at::infer_size(
-        at::infer_size(reduced_shape(at::infer_size(a.sizes().vec(), b.sizes().vec()),
-                                     {-1}, false),
-                       reduced_shape(a.sizes().vec(), {-1}, false)),
-        reduced_shape(b.sizes().vec(), {-1}, false));
+        at::infer_size(
+            detail::reduced_shape(at::infer_size(a.sizes().vec(), b.sizes().vec()),
+                                  {-1}, false),
+            detail::reduced_shape(a.sizes().vec(), {-1}, false)),
+        detail::reduced_shape(b.sizes().vec(), {-1}, false));
     ctx->saved_data["_t4"] = at::infer_size(a.sizes().vec(), b.sizes().vec());
     ctx->saved_data["_t5"] = b.sizes().vec();
-    ctx->saved_data["_t6"] = reduced_shape(b.sizes().vec(), {-1}, false);
+    ctx->saved_data["_t6"] = detail::reduced_shape(b.sizes().vec(), {-1}, false);
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor a = saved[0];
     at::Tensor b = saved[1];
     at::Tensor sqrt1 = saved[2];
@@ -187,7 +195,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
             sqrt1,
             at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt1.scalar_type())));
         _t14 = at::reciprocal(_t13) * grad_y;
-        _t15 = sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1);
+        _t15 = detail::sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1);
       }
       if (need_a) {
         _t16 = at::where((sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13) * grad_y);
@@ -199,9 +207,9 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                                  .dtype(at::result_type(sqrt1, 0.5))
                                                  .device(sqrt1.device())),
                       1));
-        grad_a =
-            accumulate(grad_a, at::addcmul(sum_to(_t15 * b, _t0, _t4), _t8,
-                                           sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1)));
+        grad_a = detail::accumulate(
+            grad_a, at::addcmul(detail::sum_to(_t15 * b, _t0, _t4), _t8,
+                                detail::sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1)));
       }
       if (need_b) {
         _t19 =
@@ -214,19 +222,19 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                                  .dtype(at::result_type(sqrt3, 0.5))
                                                  .device(sqrt3.device())),
                       1));
-        grad_b =
-            accumulate(grad_b, at::addcmul(sum_to(_t15 * a, _t5, _t4), _t10,
-                                           sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1)));
+        grad_b = detail::accumulate(
+            grad_b, at::addcmul(detail::sum_to(_t15 * a, _t5, _t4), _t10,
+                                detail::sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1)));
       }
     }
     if (grad_sqrt1.defined()) {
       if (need_a) {
-        grad_a = accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1));
+        grad_a = detail::accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1));
       }
     }
     if (grad_sqrt3.defined()) {
       if (need_b) {
-        grad_b = accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1));
+        grad_b = detail::accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1));
       }
     }
     if (grad_sum4.defined()) {
@@ -234,13 +242,14 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         _t22 = grad_sum4.unsqueeze(-1);
       }
       if (need_a) {
-        grad_a = accumulate(grad_a, sum_to(_t22 * b, _t0, _t4));
+        grad_a = detail::accumulate(grad_a, detail::sum_to(_t22 * b, _t0, _t4));
       }
       if (need_b) {
-        grad_b = accumulate(grad_b, sum_to(_t22 * a, _t5, _t4));
+        grad_b = detail::accumulate(grad_b, detail::sum_to(_t22 * a, _t5, _t4));
       }
     }
-    return {reduce_to(grad_a, a.sizes()), reduce_to(grad_b, b.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_a, a.sizes()), detail::reduce_to(grad_b, b.sizes()),
+            at::Tensor()};
   }
 };
 
@@ -248,7 +257,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
 // forward alone.
 inline at::Tensor cosine_similarity_forward(const at::Tensor& a, const at::Tensor& b,
                                             double eps) {
-  const variable_list outputs = CosineSimilarity::values(a, b, eps);
+  const torch::autograd::variable_list outputs = CosineSimilarity::values(a, b, eps);
   return outputs[0];
 }
 
@@ -259,9 +268,9 @@ inline at::Tensor cosine_similarity(const at::Tensor& a, const at::Tensor& b,
                                     double eps) {
   if (!at::GradMode::is_enabled() || !(a.requires_grad() || b.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return cosine_similarity_forward(a, b, eps);
+    return symgrad_cosine_similarity::cosine_similarity_forward(a, b, eps);
   }
-  const variable_list outputs = CosineSimilarity::apply(a, b, eps);
+  const torch::autograd::variable_list outputs = CosineSimilarity::apply(a, b, eps);
   return outputs[0];
 }
 
@@ -270,11 +279,11 @@ TORCH_LIBRARY(symgrad_cosine_similarity, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_cosine_similarity, CompositeExplicitAutograd, m) {
-  m.impl("cosine_similarity", &cosine_similarity_forward);
+  m.impl("cosine_similarity", &symgrad_cosine_similarity::cosine_similarity_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_cosine_similarity, Autograd, m) {
-  m.impl("cosine_similarity", &cosine_similarity);
+  m.impl("cosine_similarity", &symgrad_cosine_similarity::cosine_similarity);
 }
 
 }  // namespace symgrad_cosine_similarity

@@ -28,8 +28,10 @@
 
 namespace symgrad_damped_wave {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -42,11 +44,14 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // A damped travelling wave E * exp(-gamma * t) * cos(beta * x - omega * t) ** n.
 struct DampedWave : public torch::autograd::Function<DampedWave> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& t, double gamma,
-                              double beta, double omega, double E, int64_t n) {
+  static torch::autograd::variable_list values(const at::Tensor& x, const at::Tensor& t,
+                                               double gamma, double beta, double omega,
+                                               double E, int64_t n) {
     const at::Tensor exp0 = at::exp((-gamma) * t);
     const at::Tensor envelope = E * exp0;
     const at::Tensor phase = beta * x + (-omega) * t;
@@ -55,10 +60,12 @@ struct DampedWave : public torch::autograd::Function<DampedWave> {
     return {u, exp0, envelope, cos1};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& t, double gamma, double beta,
-                               double omega, double E, int64_t n) {
-    variable_list outputs = values(x, t, gamma, beta, omega, E, n);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& t, double gamma,
+                                                double beta, double omega, double E,
+                                                int64_t n) {
+    torch::autograd::variable_list outputs = values(x, t, gamma, beta, omega, E, n);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1], outputs[2], outputs[3]});
     // Saved for the backward, not recomputed (within what eager autograd saves): exp0,
@@ -72,8 +79,9 @@ struct DampedWave : public torch::autograd::Function<DampedWave> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor t = saved[1];
     at::Tensor u = saved[2];
@@ -112,8 +120,8 @@ struct DampedWave : public torch::autograd::Function<DampedWave> {
     if (need_t) {
       grad_t = grad_u * (_t0 * omega + (-gamma) * u);
     }
-    return {reduce_to(grad_x, x.sizes()),
-            reduce_to(grad_t, t.sizes()),
+    return {detail::reduce_to(grad_x, x.sizes()),
+            detail::reduce_to(grad_t, t.sizes()),
             at::Tensor(),
             at::Tensor(),
             at::Tensor(),
@@ -127,7 +135,8 @@ struct DampedWave : public torch::autograd::Function<DampedWave> {
 inline at::Tensor damped_wave_forward(const at::Tensor& x, const at::Tensor& t,
                                       double gamma, double beta, double omega, double E,
                                       int64_t n) {
-  const variable_list outputs = DampedWave::values(x, t, gamma, beta, omega, E, n);
+  const torch::autograd::variable_list outputs =
+      DampedWave::values(x, t, gamma, beta, omega, E, n);
   return outputs[0];
 }
 
@@ -138,9 +147,10 @@ inline at::Tensor damped_wave(const at::Tensor& x, const at::Tensor& t, double g
                               double beta, double omega, double E, int64_t n) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || t.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return damped_wave_forward(x, t, gamma, beta, omega, E, n);
+    return symgrad_damped_wave::damped_wave_forward(x, t, gamma, beta, omega, E, n);
   }
-  const variable_list outputs = DampedWave::apply(x, t, gamma, beta, omega, E, n);
+  const torch::autograd::variable_list outputs =
+      DampedWave::apply(x, t, gamma, beta, omega, E, n);
   return outputs[0];
 }
 
@@ -151,11 +161,11 @@ TORCH_LIBRARY(symgrad_damped_wave, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_damped_wave, CompositeExplicitAutograd, m) {
-  m.impl("damped_wave", &damped_wave_forward);
+  m.impl("damped_wave", &symgrad_damped_wave::damped_wave_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_damped_wave, Autograd, m) {
-  m.impl("damped_wave", &damped_wave);
+  m.impl("damped_wave", &symgrad_damped_wave::damped_wave);
 }
 
 }  // namespace symgrad_damped_wave

@@ -27,8 +27,10 @@
 
 namespace symgrad_gaussian_nll_loss {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -85,25 +87,30 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Negative log-likelihood of target under N(x, var), averaged over every element.
 struct GaussianNLLLoss : public torch::autograd::Function<GaussianNLLLoss> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, const at::Tensor& target,
-                              const at::Tensor& var) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& target,
+                                               const at::Tensor& var) {
     const at::Tensor log0 = at::log(var);
     const at::Tensor loss = at::mean(
         at::addcmul(0.5 * log0, at::reciprocal(var), at::pow(x - target, 2), 0.5));
     return {loss};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& target, const at::Tensor& var) {
-    variable_list outputs = values(x, target, var);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& target,
+                                                const at::Tensor& var) {
+    torch::autograd::variable_list outputs = values(x, target, var);
     ctx->save_for_backward({x, target, var});
-    ctx->saved_data["_t0"] =
-        count(at::infer_size(at::infer_size(target.sizes().vec(), var.sizes().vec()),
-                             x.sizes().vec()),
-              {});
+    ctx->saved_data["_t0"] = detail::count(
+        at::infer_size(at::infer_size(target.sizes().vec(), var.sizes().vec()),
+                       x.sizes().vec()),
+        {});
     ctx->saved_data["_t1"] = x.sizes().vec();
     ctx->saved_data["_t2"] = at::infer_size(
         at::infer_size(target.sizes().vec(), var.sizes().vec()), x.sizes().vec());
@@ -112,8 +119,9 @@ struct GaussianNLLLoss : public torch::autograd::Function<GaussianNLLLoss> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor target = saved[1];
     at::Tensor var = saved[2];
@@ -137,16 +145,18 @@ struct GaussianNLLLoss : public torch::autograd::Function<GaussianNLLLoss> {
       _t8 = _t7 * _t6;
     }
     if (need_x) {
-      grad_x = sum_to(_t8, _t1, _t2);
+      grad_x = detail::sum_to(_t8, _t1, _t2);
     }
     if (need_target) {
-      grad_target = sum_to(-_t8, _t3, _t2);
+      grad_target = detail::sum_to(-_t8, _t3, _t2);
     }
     if (need_var) {
-      grad_var = sum_to(0.5 * _t6 * at::rsub(_t5 * at::pow(_t7, 2), 1), _t4, _t2);
+      grad_var =
+          detail::sum_to(0.5 * _t6 * at::rsub(_t5 * at::pow(_t7, 2), 1), _t4, _t2);
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_target, target.sizes()),
-            reduce_to(grad_var, var.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes()),
+            detail::reduce_to(grad_target, target.sizes()),
+            detail::reduce_to(grad_var, var.sizes())};
   }
 };
 
@@ -155,7 +165,8 @@ struct GaussianNLLLoss : public torch::autograd::Function<GaussianNLLLoss> {
 inline at::Tensor gaussian_nll_loss_forward(const at::Tensor& x,
                                             const at::Tensor& target,
                                             const at::Tensor& var) {
-  const variable_list outputs = GaussianNLLLoss::values(x, target, var);
+  const torch::autograd::variable_list outputs =
+      GaussianNLLLoss::values(x, target, var);
   return outputs[0];
 }
 
@@ -167,9 +178,9 @@ inline at::Tensor gaussian_nll_loss(const at::Tensor& x, const at::Tensor& targe
   if (!at::GradMode::is_enabled() ||
       !(x.requires_grad() || target.requires_grad() || var.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return gaussian_nll_loss_forward(x, target, var);
+    return symgrad_gaussian_nll_loss::gaussian_nll_loss_forward(x, target, var);
   }
-  const variable_list outputs = GaussianNLLLoss::apply(x, target, var);
+  const torch::autograd::variable_list outputs = GaussianNLLLoss::apply(x, target, var);
   return outputs[0];
 }
 
@@ -178,11 +189,11 @@ TORCH_LIBRARY(symgrad_gaussian_nll_loss, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_gaussian_nll_loss, CompositeExplicitAutograd, m) {
-  m.impl("gaussian_nll_loss", &gaussian_nll_loss_forward);
+  m.impl("gaussian_nll_loss", &symgrad_gaussian_nll_loss::gaussian_nll_loss_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_gaussian_nll_loss, Autograd, m) {
-  m.impl("gaussian_nll_loss", &gaussian_nll_loss);
+  m.impl("gaussian_nll_loss", &symgrad_gaussian_nll_loss::gaussian_nll_loss);
 }
 
 }  // namespace symgrad_gaussian_nll_loss

@@ -26,8 +26,10 @@
 
 namespace symgrad_gelu_tanh {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -40,10 +42,12 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // GELU activation, tanh approximation.
 struct GeluTanh : public torch::autograd::Function<GeluTanh> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor inner =
         (x + 0.044715 * at::pow(x, 3)) * std::sqrt(2.0 / 3.1415926535897931);
     const at::Tensor sigmoid0 = at::sigmoid(2 * inner);
@@ -51,8 +55,9 @@ struct GeluTanh : public torch::autograd::Function<GeluTanh> {
     return {y, inner, sigmoid0};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1], outputs[2]});
     // Saved for the backward, not recomputed (within what eager autograd saves):
@@ -61,8 +66,9 @@ struct GeluTanh : public torch::autograd::Function<GeluTanh> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor inner = saved[1];
     at::Tensor sigmoid0 = saved[2];
@@ -84,14 +90,14 @@ struct GeluTanh : public torch::autograd::Function<GeluTanh> {
       grad_x = at::addcmul(at::addcmul(2 * _t0, grad_y, sigmoid0), _t0, at::pow(x, 2),
                            0.26829);
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor gelu_tanh_forward(const at::Tensor& x) {
-  const variable_list outputs = GeluTanh::values(x);
+  const torch::autograd::variable_list outputs = GeluTanh::values(x);
   return outputs[0];
 }
 
@@ -101,18 +107,20 @@ inline at::Tensor gelu_tanh_forward(const at::Tensor& x) {
 inline at::Tensor gelu_tanh(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return gelu_tanh_forward(x);
+    return symgrad_gelu_tanh::gelu_tanh_forward(x);
   }
-  const variable_list outputs = GeluTanh::apply(x);
+  const torch::autograd::variable_list outputs = GeluTanh::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_gelu_tanh, m) { m.def("gelu_tanh(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_gelu_tanh, CompositeExplicitAutograd, m) {
-  m.impl("gelu_tanh", &gelu_tanh_forward);
+  m.impl("gelu_tanh", &symgrad_gelu_tanh::gelu_tanh_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_gelu_tanh, Autograd, m) { m.impl("gelu_tanh", &gelu_tanh); }
+TORCH_LIBRARY_IMPL(symgrad_gelu_tanh, Autograd, m) {
+  m.impl("gelu_tanh", &symgrad_gelu_tanh::gelu_tanh);
+}
 
 }  // namespace symgrad_gelu_tanh

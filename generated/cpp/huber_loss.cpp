@@ -28,8 +28,10 @@
 
 namespace symgrad_huber_loss {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -91,11 +93,13 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Huber loss with threshold delta, averaged over every element.
 struct HuberLoss : public torch::autograd::Function<HuberLoss> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& target,
-                              double delta) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& target, double delta) {
     const at::Tensor d = x - target;
     const at::Tensor _t0 = at::abs(d);
     const at::Tensor loss = at::mean(
@@ -103,21 +107,24 @@ struct HuberLoss : public torch::autograd::Function<HuberLoss> {
     return {loss, d};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& target, double delta) {
-    variable_list outputs = values(x, target, delta);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& target,
+                                                double delta) {
+    torch::autograd::variable_list outputs = values(x, target, delta);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({outputs[1]});
     ctx->saved_data["delta"] = delta;
     ctx->saved_data["x_shape"] = x.sizes().vec();
     ctx->saved_data["target_shape"] = target.sizes().vec();
     ctx->saved_data["_t1"] =
-        count(at::infer_size(target.sizes().vec(), x.sizes().vec()), {});
+        detail::count(at::infer_size(target.sizes().vec(), x.sizes().vec()), {});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor d = saved[0];
     const double delta = ctx->saved_data["delta"].toDouble();
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
@@ -138,22 +145,22 @@ struct HuberLoss : public torch::autograd::Function<HuberLoss> {
         _t4 = grad_loss / _t1;
       }
       if (need_x) {
-        grad_x = accumulate(grad_x, _t4 * at::where(_t2, d, _t3));
+        grad_x = detail::accumulate(grad_x, _t4 * at::where(_t2, d, _t3));
       }
       if (need_target) {
-        grad_target = accumulate(grad_target, _t4 * at::where(_t2, -d, -_t3));
+        grad_target = detail::accumulate(grad_target, _t4 * at::where(_t2, -d, -_t3));
       }
     }
     if (grad_d.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x, grad_d);
+        grad_x = detail::accumulate(grad_x, grad_d);
       }
       if (need_target) {
-        grad_target = accumulate(grad_target, -grad_d);
+        grad_target = detail::accumulate(grad_target, -grad_d);
       }
     }
-    return {reduce_to(grad_x, x_shape), reduce_to(grad_target, target_shape),
-            at::Tensor()};
+    return {detail::reduce_to(grad_x, x_shape),
+            detail::reduce_to(grad_target, target_shape), at::Tensor()};
   }
 };
 
@@ -161,7 +168,7 @@ struct HuberLoss : public torch::autograd::Function<HuberLoss> {
 // forward alone.
 inline at::Tensor huber_loss_forward(const at::Tensor& x, const at::Tensor& target,
                                      double delta) {
-  const variable_list outputs = HuberLoss::values(x, target, delta);
+  const torch::autograd::variable_list outputs = HuberLoss::values(x, target, delta);
   return outputs[0];
 }
 
@@ -172,9 +179,9 @@ inline at::Tensor huber_loss(const at::Tensor& x, const at::Tensor& target,
                              double delta) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || target.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return huber_loss_forward(x, target, delta);
+    return symgrad_huber_loss::huber_loss_forward(x, target, delta);
   }
-  const variable_list outputs = HuberLoss::apply(x, target, delta);
+  const torch::autograd::variable_list outputs = HuberLoss::apply(x, target, delta);
   return outputs[0];
 }
 
@@ -183,11 +190,11 @@ TORCH_LIBRARY(symgrad_huber_loss, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_huber_loss, CompositeExplicitAutograd, m) {
-  m.impl("huber_loss", &huber_loss_forward);
+  m.impl("huber_loss", &symgrad_huber_loss::huber_loss_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_huber_loss, Autograd, m) {
-  m.impl("huber_loss", &huber_loss);
+  m.impl("huber_loss", &symgrad_huber_loss::huber_loss);
 }
 
 }  // namespace symgrad_huber_loss

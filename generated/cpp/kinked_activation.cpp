@@ -32,8 +32,10 @@
 
 namespace symgrad_kinked_activation {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -46,11 +48,14 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // A leaky, clipped activation built from relu, min, max and clamp.
 struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, const at::Tensor& floor_,
-                              double slope, double cap) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& floor_, double slope,
+                                               double cap) {
     const at::Tensor y =
         at::clamp(slope * at::minimum(x, at::scalar_tensor(0, at::TensorOptions().dtype(
                                                                   x.scalar_type()))) +
@@ -60,17 +65,20 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& floor_, double slope, double cap) {
-    variable_list outputs = values(x, floor_, slope, cap);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& floor_, double slope,
+                                                double cap) {
+    torch::autograd::variable_list outputs = values(x, floor_, slope, cap);
     ctx->save_for_backward({x, floor_});
     ctx->saved_data["slope"] = slope;
     ctx->saved_data["cap"] = cap;
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor floor_ = saved[1];
     const double slope = ctx->saved_data["slope"].toDouble();
@@ -114,8 +122,8 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
     if (need_floor_) {
       grad_floor_ = _t3 + at::where(_t0, grad_y, 0);
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_floor_, floor_.sizes()),
-            at::Tensor(), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()),
+            detail::reduce_to(grad_floor_, floor_.sizes()), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -124,7 +132,8 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
 inline at::Tensor kinked_activation_forward(const at::Tensor& x,
                                             const at::Tensor& floor_, double slope,
                                             double cap) {
-  const variable_list outputs = KinkedActivation::values(x, floor_, slope, cap);
+  const torch::autograd::variable_list outputs =
+      KinkedActivation::values(x, floor_, slope, cap);
   return outputs[0];
 }
 
@@ -135,9 +144,10 @@ inline at::Tensor kinked_activation(const at::Tensor& x, const at::Tensor& floor
                                     double slope, double cap) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || floor_.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return kinked_activation_forward(x, floor_, slope, cap);
+    return symgrad_kinked_activation::kinked_activation_forward(x, floor_, slope, cap);
   }
-  const variable_list outputs = KinkedActivation::apply(x, floor_, slope, cap);
+  const torch::autograd::variable_list outputs =
+      KinkedActivation::apply(x, floor_, slope, cap);
   return outputs[0];
 }
 
@@ -146,11 +156,11 @@ TORCH_LIBRARY(symgrad_kinked_activation, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_kinked_activation, CompositeExplicitAutograd, m) {
-  m.impl("kinked_activation", &kinked_activation_forward);
+  m.impl("kinked_activation", &symgrad_kinked_activation::kinked_activation_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_kinked_activation, Autograd, m) {
-  m.impl("kinked_activation", &kinked_activation);
+  m.impl("kinked_activation", &symgrad_kinked_activation::kinked_activation);
 }
 
 }  // namespace symgrad_kinked_activation

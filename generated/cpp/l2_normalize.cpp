@@ -28,8 +28,10 @@
 
 namespace symgrad_l2_normalize {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -91,10 +93,12 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Split x into its direction and its Euclidean norm along the last dimension.
 struct L2Normalize : public torch::autograd::Function<L2Normalize> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor sum0 = at::sum(at::pow(x, 2), at::IntArrayRef{-1}, true);
     const at::Tensor n = at::sqrt(sum0);
     const at::Tensor unit = at::reciprocal(n) * x;
@@ -102,17 +106,19 @@ struct L2Normalize : public torch::autograd::Function<L2Normalize> {
     return {unit, norm};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, outputs[1]});
-    ctx->saved_data["_t0"] = reduced_shape(x.sizes().vec(), {-1}, true);
+    ctx->saved_data["_t0"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t1"] = x.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor norm = saved[1];
     const std::vector<int64_t> _t0 = ctx->saved_data["_t0"].toIntVector();
@@ -127,27 +133,27 @@ struct L2Normalize : public torch::autograd::Function<L2Normalize> {
     }
     if (grad_unit.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x,
-                            at::addcmul(_t2 * grad_unit, x,
-                                        sum_to((-at::reciprocal(2 * at::pow(norm, 3))) *
+        grad_x = detail::accumulate(
+            grad_x, at::addcmul(_t2 * grad_unit, x,
+                                detail::sum_to((-at::reciprocal(2 * at::pow(norm, 3))) *
                                                    (grad_unit * x),
                                                _t0, _t1),
-                                        2));
+                                2));
       }
     }
     if (grad_norm.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x, _t2 * (grad_norm * x));
+        grad_x = detail::accumulate(grad_x, _t2 * (grad_norm * x));
       }
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline std::tuple<at::Tensor, at::Tensor> l2_normalize_forward(const at::Tensor& x) {
-  const variable_list outputs = L2Normalize::values(x);
+  const torch::autograd::variable_list outputs = L2Normalize::values(x);
   return {outputs[0], outputs[1]};
 }
 
@@ -157,9 +163,9 @@ inline std::tuple<at::Tensor, at::Tensor> l2_normalize_forward(const at::Tensor&
 inline std::tuple<at::Tensor, at::Tensor> l2_normalize(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return l2_normalize_forward(x);
+    return symgrad_l2_normalize::l2_normalize_forward(x);
   }
-  const variable_list outputs = L2Normalize::apply(x);
+  const torch::autograd::variable_list outputs = L2Normalize::apply(x);
   return {outputs[0], outputs[1]};
 }
 
@@ -168,11 +174,11 @@ TORCH_LIBRARY(symgrad_l2_normalize, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_l2_normalize, CompositeExplicitAutograd, m) {
-  m.impl("l2_normalize", &l2_normalize_forward);
+  m.impl("l2_normalize", &symgrad_l2_normalize::l2_normalize_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_l2_normalize, Autograd, m) {
-  m.impl("l2_normalize", &l2_normalize);
+  m.impl("l2_normalize", &symgrad_l2_normalize::l2_normalize);
 }
 
 }  // namespace symgrad_l2_normalize

@@ -30,8 +30,10 @@
 
 namespace symgrad_layer_norm {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -93,10 +95,12 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Layer normalisation over the last dimension, without weight and bias.
 struct LayerNorm : public torch::autograd::Function<LayerNorm> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, double eps) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double eps) {
     const at::Tensor mu = at::mean(x, at::IntArrayRef{-1}, true);
     const at::Tensor xc = x - mu;
     const at::Tensor mean1 = at::mean(at::pow(xc, 2), at::IntArrayRef{-1}, true);
@@ -105,18 +109,20 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
     return {y, mu, rstd};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, double eps) {
-    variable_list outputs = values(x, eps);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double eps) {
+    torch::autograd::variable_list outputs = values(x, eps);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, outputs[0], outputs[1], outputs[2]});
-    ctx->saved_data["_t0"] = count(x.sizes().vec(), {-1});
-    ctx->saved_data["_t1"] = reduced_shape(x.sizes().vec(), {-1}, true);
+    ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
+    ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t2"] = x.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor y = saved[1];
     at::Tensor mu = saved[2];
@@ -138,30 +144,30 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
     if (grad_y.defined()) {
       if (need_x) {
         xc = x - mu;
-        _t5 = at::addcmul((2 * _t3 * sum_to(-_t4 * grad_y / 2, _t1, _t2)) * xc, grad_y,
-                          rstd);
-        grad_x = accumulate(grad_x, _t5 + _t3 * sum_to(-_t5, _t1, _t2));
+        _t5 = at::addcmul((2 * _t3 * detail::sum_to(-_t4 * grad_y / 2, _t1, _t2)) * xc,
+                          grad_y, rstd);
+        grad_x = detail::accumulate(grad_x, _t5 + _t3 * detail::sum_to(-_t5, _t1, _t2));
       }
     }
     if (grad_mu.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x, _t3 * grad_mu);
+        grad_x = detail::accumulate(grad_x, _t3 * grad_mu);
       }
     }
     if (grad_rstd.defined()) {
       if (need_x) {
         _t6 = _t3 * _t4 * grad_rstd;
-        grad_x = accumulate(grad_x, -_t6 + _t3 * sum_to(_t6, _t1, _t2));
+        grad_x = detail::accumulate(grad_x, -_t6 + _t3 * detail::sum_to(_t6, _t1, _t2));
       }
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor layer_norm_forward(const at::Tensor& x, double eps) {
-  const variable_list outputs = LayerNorm::values(x, eps);
+  const torch::autograd::variable_list outputs = LayerNorm::values(x, eps);
   return outputs[0];
 }
 
@@ -171,9 +177,9 @@ inline at::Tensor layer_norm_forward(const at::Tensor& x, double eps) {
 inline at::Tensor layer_norm(const at::Tensor& x, double eps) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return layer_norm_forward(x, eps);
+    return symgrad_layer_norm::layer_norm_forward(x, eps);
   }
-  const variable_list outputs = LayerNorm::apply(x, eps);
+  const torch::autograd::variable_list outputs = LayerNorm::apply(x, eps);
   return outputs[0];
 }
 
@@ -182,11 +188,11 @@ TORCH_LIBRARY(symgrad_layer_norm, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_layer_norm, CompositeExplicitAutograd, m) {
-  m.impl("layer_norm", &layer_norm_forward);
+  m.impl("layer_norm", &symgrad_layer_norm::layer_norm_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_layer_norm, Autograd, m) {
-  m.impl("layer_norm", &layer_norm);
+  m.impl("layer_norm", &symgrad_layer_norm::layer_norm);
 }
 
 }  // namespace symgrad_layer_norm

@@ -34,8 +34,10 @@
 
 namespace symgrad_layer_norm_affine {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -97,11 +99,13 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Layer normalisation over the last dimension, then a per-feature weight and bias.
 struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& w,
-                              const at::Tensor& b, double eps) {
+  static torch::autograd::variable_list values(const at::Tensor& x, const at::Tensor& w,
+                                               const at::Tensor& b, double eps) {
     const at::Tensor mu = at::mean(x, at::IntArrayRef{-1}, true);
     const at::Tensor xc = x - mu;
     const at::Tensor mean1 = at::mean(at::pow(xc, 2), at::IntArrayRef{-1}, true);
@@ -110,22 +114,25 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
     return {y, mu, rstd};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& w, const at::Tensor& b, double eps) {
-    variable_list outputs = values(x, w, b, eps);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& w,
+                                                const at::Tensor& b, double eps) {
+    torch::autograd::variable_list outputs = values(x, w, b, eps);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, w, outputs[1], outputs[2]});
     ctx->saved_data["b_shape"] = b.sizes().vec();
-    ctx->saved_data["_t0"] = count(x.sizes().vec(), {-1});
-    ctx->saved_data["_t1"] = reduced_shape(x.sizes().vec(), {-1}, true);
+    ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
+    ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t2"] = x.sizes().vec();
     ctx->saved_data["_t3"] = at::infer_size(
         at::infer_size(b.sizes().vec(), w.sizes().vec()), x.sizes().vec());
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor w = saved[1];
     at::Tensor mu = saved[2];
@@ -157,30 +164,30 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
         _t7 = rstd * grad_y;
       }
       if (need_x) {
-        _t8 = at::addcmul(sum_to(_t7 * w, _t2, _t3), _t5,
-                          sum_to((-_t6 / 2) * (grad_y * w * xc), _t1, _t3), 2);
-        grad_x = accumulate(grad_x, _t8 + _t4 * sum_to(-_t8, _t1, _t2));
+        _t8 = at::addcmul(detail::sum_to(_t7 * w, _t2, _t3), _t5,
+                          detail::sum_to((-_t6 / 2) * (grad_y * w * xc), _t1, _t3), 2);
+        grad_x = detail::accumulate(grad_x, _t8 + _t4 * detail::sum_to(-_t8, _t1, _t2));
       }
       if (need_w) {
-        grad_w = accumulate(grad_w, _t7 * xc);
+        grad_w = detail::accumulate(grad_w, _t7 * xc);
       }
       if (need_b) {
-        grad_b = accumulate(grad_b, grad_y);
+        grad_b = detail::accumulate(grad_b, grad_y);
       }
     }
     if (grad_mu.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x, _t4 * grad_mu);
+        grad_x = detail::accumulate(grad_x, _t4 * grad_mu);
       }
     }
     if (grad_rstd.defined()) {
       if (need_x) {
         _t9 = _t6 * (_t5 * grad_rstd);
-        grad_x = accumulate(grad_x, -_t9 + _t4 * sum_to(_t9, _t1, _t2));
+        grad_x = detail::accumulate(grad_x, -_t9 + _t4 * detail::sum_to(_t9, _t1, _t2));
       }
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_w, w.sizes()),
-            reduce_to(grad_b, b_shape), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_w, w.sizes()),
+            detail::reduce_to(grad_b, b_shape), at::Tensor()};
   }
 };
 
@@ -188,7 +195,7 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
 // forward alone.
 inline at::Tensor layer_norm_affine_forward(const at::Tensor& x, const at::Tensor& w,
                                             const at::Tensor& b, double eps) {
-  const variable_list outputs = LayerNormAffine::values(x, w, b, eps);
+  const torch::autograd::variable_list outputs = LayerNormAffine::values(x, w, b, eps);
   return outputs[0];
 }
 
@@ -200,9 +207,9 @@ inline at::Tensor layer_norm_affine(const at::Tensor& x, const at::Tensor& w,
   if (!at::GradMode::is_enabled() ||
       !(x.requires_grad() || w.requires_grad() || b.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return layer_norm_affine_forward(x, w, b, eps);
+    return symgrad_layer_norm_affine::layer_norm_affine_forward(x, w, b, eps);
   }
-  const variable_list outputs = LayerNormAffine::apply(x, w, b, eps);
+  const torch::autograd::variable_list outputs = LayerNormAffine::apply(x, w, b, eps);
   return outputs[0];
 }
 
@@ -211,11 +218,11 @@ TORCH_LIBRARY(symgrad_layer_norm_affine, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_layer_norm_affine, CompositeExplicitAutograd, m) {
-  m.impl("layer_norm_affine", &layer_norm_affine_forward);
+  m.impl("layer_norm_affine", &symgrad_layer_norm_affine::layer_norm_affine_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_layer_norm_affine, Autograd, m) {
-  m.impl("layer_norm_affine", &layer_norm_affine);
+  m.impl("layer_norm_affine", &symgrad_layer_norm_affine::layer_norm_affine);
 }
 
 }  // namespace symgrad_layer_norm_affine

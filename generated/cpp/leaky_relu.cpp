@@ -26,8 +26,10 @@
 
 namespace symgrad_leaky_relu {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -40,24 +42,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // x where x > 0, else slope * x.
 struct LeakyReLU : public torch::autograd::Function<LeakyReLU> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double slope) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double slope) {
     const at::Tensor y = at::leaky_relu(x, slope);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               double slope) {
-    variable_list outputs = values(x, slope);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double slope) {
+    torch::autograd::variable_list outputs = values(x, slope);
     ctx->save_for_backward({x});
     ctx->saved_data["slope"] = slope;
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const double slope = ctx->saved_data["slope"].toDouble();
     const at::Tensor& grad_y = grads[0];
@@ -73,14 +78,14 @@ struct LeakyReLU : public torch::autograd::Function<LeakyReLU> {
                   at::TensorOptions().dtype(at::result_type(x, 1)).device(x.device())),
               slope);
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor leaky_relu_forward(const at::Tensor& x, double slope) {
-  const variable_list outputs = LeakyReLU::values(x, slope);
+  const torch::autograd::variable_list outputs = LeakyReLU::values(x, slope);
   return outputs[0];
 }
 
@@ -90,9 +95,9 @@ inline at::Tensor leaky_relu_forward(const at::Tensor& x, double slope) {
 inline at::Tensor leaky_relu(const at::Tensor& x, double slope) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return leaky_relu_forward(x, slope);
+    return symgrad_leaky_relu::leaky_relu_forward(x, slope);
   }
-  const variable_list outputs = LeakyReLU::apply(x, slope);
+  const torch::autograd::variable_list outputs = LeakyReLU::apply(x, slope);
   return outputs[0];
 }
 
@@ -100,14 +105,14 @@ inline at::Tensor leaky_relu(const at::Tensor& x, double slope) {
 // backward reads the result instead.
 struct LeakyReLU_ : public torch::autograd::Function<LeakyReLU_> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double slope) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double slope) {
     const at::Tensor y = at::leaky_relu(x, slope);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               double slope) {
-    variable_list outputs = values(x, slope);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double slope) {
+    torch::autograd::variable_list outputs = values(x, slope);
     outputs[0] = x.copy_(outputs[0]);
     ctx->mark_dirty({x});
     ctx->save_for_backward({outputs[0]});
@@ -116,8 +121,9 @@ struct LeakyReLU_ : public torch::autograd::Function<LeakyReLU_> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor y = saved[0];
     const double slope = ctx->saved_data["slope"].toDouble();
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
@@ -134,7 +140,7 @@ struct LeakyReLU_ : public torch::autograd::Function<LeakyReLU_> {
                   at::TensorOptions().dtype(at::result_type(y, 1)).device(y.device())),
               slope);
     }
-    return {reduce_to(grad_x, x_shape), at::Tensor()};
+    return {detail::reduce_to(grad_x, x_shape), at::Tensor()};
   }
 };
 
@@ -155,9 +161,9 @@ inline at::Tensor leaky_relu_(const at::Tensor& x, double slope) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     // Below autograd only: overwriting still bumps the version counter.
     at::AutoDispatchBelowAutograd below_autograd;
-    return leaky_relu__forward(x, slope);
+    return symgrad_leaky_relu::leaky_relu__forward(x, slope);
   }
-  const variable_list outputs = LeakyReLU_::apply(x, slope);
+  const torch::autograd::variable_list outputs = LeakyReLU_::apply(x, slope);
   return outputs[0];
 }
 
@@ -167,13 +173,13 @@ TORCH_LIBRARY(symgrad_leaky_relu, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_leaky_relu, CompositeExplicitAutograd, m) {
-  m.impl("leaky_relu", &leaky_relu_forward);
-  m.impl("leaky_relu_", &leaky_relu__forward);
+  m.impl("leaky_relu", &symgrad_leaky_relu::leaky_relu_forward);
+  m.impl("leaky_relu_", &symgrad_leaky_relu::leaky_relu__forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_leaky_relu, Autograd, m) {
-  m.impl("leaky_relu", &leaky_relu);
-  m.impl("leaky_relu_", &leaky_relu_);
+  m.impl("leaky_relu", &symgrad_leaky_relu::leaky_relu);
+  m.impl("leaky_relu_", &symgrad_leaky_relu::leaky_relu_);
 }
 
 }  // namespace symgrad_leaky_relu

@@ -24,8 +24,10 @@
 
 namespace symgrad_log_softmax {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,23 +40,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Log-softmax over the last dimension.
 struct LogSoftmax : public torch::autograd::Function<LogSoftmax> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor y = at::log_softmax(x, -1);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->save_for_backward({outputs[0]});
     ctx->saved_data["x_shape"] = x.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor y = saved[0];
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
     const at::Tensor& grad_y = grads[0];
@@ -64,14 +70,14 @@ struct LogSoftmax : public torch::autograd::Function<LogSoftmax> {
       grad_x = at::addcmul(grad_y, at::sum(grad_y, at::IntArrayRef{-1}, true),
                            at::exp(y), -1);
     }
-    return {reduce_to(grad_x, x_shape)};
+    return {detail::reduce_to(grad_x, x_shape)};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor log_softmax_forward(const at::Tensor& x) {
-  const variable_list outputs = LogSoftmax::values(x);
+  const torch::autograd::variable_list outputs = LogSoftmax::values(x);
   return outputs[0];
 }
 
@@ -81,20 +87,20 @@ inline at::Tensor log_softmax_forward(const at::Tensor& x) {
 inline at::Tensor log_softmax(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return log_softmax_forward(x);
+    return symgrad_log_softmax::log_softmax_forward(x);
   }
-  const variable_list outputs = LogSoftmax::apply(x);
+  const torch::autograd::variable_list outputs = LogSoftmax::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_log_softmax, m) { m.def("log_softmax(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_log_softmax, CompositeExplicitAutograd, m) {
-  m.impl("log_softmax", &log_softmax_forward);
+  m.impl("log_softmax", &symgrad_log_softmax::log_softmax_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_log_softmax, Autograd, m) {
-  m.impl("log_softmax", &log_softmax);
+  m.impl("log_softmax", &symgrad_log_softmax::log_softmax);
 }
 
 }  // namespace symgrad_log_softmax

@@ -24,8 +24,10 @@
 
 namespace symgrad_log_sum_exp {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,22 +40,26 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // log(sum(exp(x))) over the last dimension, without overflow.
 struct LogSumExp : public torch::autograd::Function<LogSumExp> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor y = at::logsumexp(x, at::IntArrayRef{-1});
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->save_for_backward({x, outputs[0]});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor y = saved[1];
     const at::Tensor& grad_y = grads[0];
@@ -62,14 +68,14 @@ struct LogSumExp : public torch::autograd::Function<LogSumExp> {
     if (need_x) {
       grad_x = grad_y.unsqueeze(-1) * at::exp(x - y.unsqueeze(-1));
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor log_sum_exp_forward(const at::Tensor& x) {
-  const variable_list outputs = LogSumExp::values(x);
+  const torch::autograd::variable_list outputs = LogSumExp::values(x);
   return outputs[0];
 }
 
@@ -79,20 +85,20 @@ inline at::Tensor log_sum_exp_forward(const at::Tensor& x) {
 inline at::Tensor log_sum_exp(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return log_sum_exp_forward(x);
+    return symgrad_log_sum_exp::log_sum_exp_forward(x);
   }
-  const variable_list outputs = LogSumExp::apply(x);
+  const torch::autograd::variable_list outputs = LogSumExp::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_log_sum_exp, m) { m.def("log_sum_exp(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_log_sum_exp, CompositeExplicitAutograd, m) {
-  m.impl("log_sum_exp", &log_sum_exp_forward);
+  m.impl("log_sum_exp", &symgrad_log_sum_exp::log_sum_exp_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_log_sum_exp, Autograd, m) {
-  m.impl("log_sum_exp", &log_sum_exp);
+  m.impl("log_sum_exp", &symgrad_log_sum_exp::log_sum_exp);
 }
 
 }  // namespace symgrad_log_sum_exp

@@ -27,8 +27,10 @@
 
 namespace symgrad_logistic_moments {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -46,26 +48,30 @@ inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
   return total.defined() ? total + term : term;
 }
 
+}  // namespace detail
+
 // Mean and variance of a Bernoulli variable with logit z.
 struct LogisticMoments : public torch::autograd::Function<LogisticMoments> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& z) {
+  static torch::autograd::variable_list values(const at::Tensor& z) {
     const at::Tensor p = at::sigmoid(z);
     const at::Tensor expected = p;
     const at::Tensor variance = p * at::rsub(p, 1);
     return {expected, variance};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& z) {
-    variable_list outputs = values(z);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& z) {
+    torch::autograd::variable_list outputs = values(z);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({outputs[0]});
     ctx->saved_data["z_shape"] = z.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor expected = saved[0];
     const std::vector<int64_t> z_shape = ctx->saved_data["z_shape"].toIntVector();
     const at::Tensor& grad_expected = grads[0];
@@ -74,17 +80,18 @@ struct LogisticMoments : public torch::autograd::Function<LogisticMoments> {
     at::Tensor grad_z;
     if (grad_expected.defined()) {
       if (need_z) {
-        grad_z = accumulate(grad_z, at::sigmoid_backward(grad_expected, expected));
+        grad_z =
+            detail::accumulate(grad_z, at::sigmoid_backward(grad_expected, expected));
       }
     }
     if (grad_variance.defined()) {
       if (need_z) {
-        grad_z = accumulate(
+        grad_z = detail::accumulate(
             grad_z,
             at::sigmoid_backward(grad_variance * at::rsub(2 * expected, 1), expected));
       }
     }
-    return {reduce_to(grad_z, z_shape)};
+    return {detail::reduce_to(grad_z, z_shape)};
   }
 };
 
@@ -92,7 +99,7 @@ struct LogisticMoments : public torch::autograd::Function<LogisticMoments> {
 // forward alone.
 inline std::tuple<at::Tensor, at::Tensor> logistic_moments_forward(
     const at::Tensor& z) {
-  const variable_list outputs = LogisticMoments::values(z);
+  const torch::autograd::variable_list outputs = LogisticMoments::values(z);
   return {outputs[0], outputs[1]};
 }
 
@@ -102,9 +109,9 @@ inline std::tuple<at::Tensor, at::Tensor> logistic_moments_forward(
 inline std::tuple<at::Tensor, at::Tensor> logistic_moments(const at::Tensor& z) {
   if (!at::GradMode::is_enabled() || !(z.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return logistic_moments_forward(z);
+    return symgrad_logistic_moments::logistic_moments_forward(z);
   }
-  const variable_list outputs = LogisticMoments::apply(z);
+  const torch::autograd::variable_list outputs = LogisticMoments::apply(z);
   return {outputs[0], outputs[1]};
 }
 
@@ -113,11 +120,11 @@ TORCH_LIBRARY(symgrad_logistic_moments, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_logistic_moments, CompositeExplicitAutograd, m) {
-  m.impl("logistic_moments", &logistic_moments_forward);
+  m.impl("logistic_moments", &symgrad_logistic_moments::logistic_moments_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_logistic_moments, Autograd, m) {
-  m.impl("logistic_moments", &logistic_moments);
+  m.impl("logistic_moments", &symgrad_logistic_moments::logistic_moments);
 }
 
 }  // namespace symgrad_logistic_moments

@@ -24,8 +24,10 @@
 
 namespace symgrad_masked_blend {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,19 +40,22 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Blend x with tanh(x) under a fixed mask m.
 struct MaskedBlend : public torch::autograd::Function<MaskedBlend> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& m,
-                              double strength) {
+  static torch::autograd::variable_list values(const at::Tensor& x, const at::Tensor& m,
+                                               double strength) {
     const at::Tensor tanh0 = at::tanh(x);
     const at::Tensor y = at::addcmul(strength * tanh0 * at::rsub(m, 1), m, x);
     return {y, tanh0};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& m, double strength) {
-    variable_list outputs = values(x, m, strength);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& m, double strength) {
+    torch::autograd::variable_list outputs = values(x, m, strength);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1]});
     // Saved for the backward, not recomputed (within what eager autograd saves):
@@ -60,8 +65,9 @@ struct MaskedBlend : public torch::autograd::Function<MaskedBlend> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor m = saved[1];
     at::Tensor tanh0 = saved[2];
@@ -80,7 +86,7 @@ struct MaskedBlend : public torch::autograd::Function<MaskedBlend> {
       grad_x = at::addcmul(at::tanh_backward(grad_y * strength * at::rsub(m, 1), tanh0),
                            grad_y, m);
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -88,7 +94,7 @@ struct MaskedBlend : public torch::autograd::Function<MaskedBlend> {
 // forward alone.
 inline at::Tensor masked_blend_forward(const at::Tensor& x, const at::Tensor& m,
                                        double strength) {
-  const variable_list outputs = MaskedBlend::values(x, m, strength);
+  const torch::autograd::variable_list outputs = MaskedBlend::values(x, m, strength);
   return outputs[0];
 }
 
@@ -99,9 +105,9 @@ inline at::Tensor masked_blend(const at::Tensor& x, const at::Tensor& m,
                                double strength) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || m.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return masked_blend_forward(x, m, strength);
+    return symgrad_masked_blend::masked_blend_forward(x, m, strength);
   }
-  const variable_list outputs = MaskedBlend::apply(x, m, strength);
+  const torch::autograd::variable_list outputs = MaskedBlend::apply(x, m, strength);
   return outputs[0];
 }
 
@@ -110,11 +116,11 @@ TORCH_LIBRARY(symgrad_masked_blend, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_masked_blend, CompositeExplicitAutograd, m) {
-  m.impl("masked_blend", &masked_blend_forward);
+  m.impl("masked_blend", &symgrad_masked_blend::masked_blend_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_masked_blend, Autograd, m) {
-  m.impl("masked_blend", &masked_blend);
+  m.impl("masked_blend", &symgrad_masked_blend::masked_blend);
 }
 
 }  // namespace symgrad_masked_blend

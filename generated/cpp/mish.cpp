@@ -26,8 +26,10 @@
 
 namespace symgrad_mish {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -130,22 +132,26 @@ inline at::Tensor mish_backward_cpu_form(const at::Tensor& grad, const at::Tenso
       {grad, x});
 }
 
+}  // namespace detail
+
 // Mish activation x * tanh(softplus(x)).
 struct Mish : public torch::autograd::Function<Mish> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
-    const at::Tensor y = mish_cpu_form(x);
+  static torch::autograd::variable_list values(const at::Tensor& x) {
+    const at::Tensor y = detail::mish_cpu_form(x);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->save_for_backward({x});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
@@ -156,16 +162,16 @@ struct Mish : public torch::autograd::Function<Mish> {
                ? (grad_y * (x * at::rsub(at::pow(at::tanh(at::softplus(x)), 2), 1) *
                                 at::sigmoid(x) +
                             at::tanh(at::softplus(x))))
-               : mish_backward_cpu_form(grad_y, x));
+               : detail::mish_backward_cpu_form(grad_y, x));
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor mish_forward(const at::Tensor& x) {
-  const variable_list outputs = Mish::values(x);
+  const torch::autograd::variable_list outputs = Mish::values(x);
   return outputs[0];
 }
 
@@ -175,18 +181,18 @@ inline at::Tensor mish_forward(const at::Tensor& x) {
 inline at::Tensor mish(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return mish_forward(x);
+    return symgrad_mish::mish_forward(x);
   }
-  const variable_list outputs = Mish::apply(x);
+  const torch::autograd::variable_list outputs = Mish::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_mish, m) { m.def("mish(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_mish, CompositeExplicitAutograd, m) {
-  m.impl("mish", &mish_forward);
+  m.impl("mish", &symgrad_mish::mish_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_mish, Autograd, m) { m.impl("mish", &mish); }
+TORCH_LIBRARY_IMPL(symgrad_mish, Autograd, m) { m.impl("mish", &symgrad_mish::mish); }
 
 }  // namespace symgrad_mish

@@ -35,8 +35,10 @@
 
 namespace symgrad_mish_fused {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -561,6 +563,8 @@ inline Vec vec_not(const Vec& mask) {
   return mask ^ (Vec(0) == Vec(0));
 }
 
+}  // namespace detail
+
 // Mish, x * tanh(softplus(x)), with forward and backward compiled.
 struct MishFused : public torch::autograd::Function<MishFused> {
   // The forward as one loop over the data. (One thread's range of it: what it reads are
@@ -575,14 +579,15 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     using Vec = at::vec::Vectorized<scalar_t>;
     for (int64_t start = begin; start < end;) {
       const int64_t stop = std::min(end, start + period - start % period);
-      const scalar_t* const x_at = fused_at(x_data, x_period, start);
+      const scalar_t* const x_at = detail::fused_at(x_data, x_period, start);
       scalar_t* const y_data_at = y_data == nullptr ? nullptr : y_data + start;
       scalar_t* const saved0_data_at =
           saved0_data == nullptr ? nullptr : saved0_data + start;
       const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
-        const Vec x = fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
+        const Vec x =
+            detail::fused_load<kRepeats, Vec>(x_at, x_period, i - start, count);
         const Vec _t1 = (x >= Vec(static_cast<scalar_t>(0.0)));
-        const Vec _t2 = vec_exp(x.abs().neg());
+        const Vec _t2 = detail::vec_exp(x.abs().neg());
         const Vec _t3 = (_t2 * _t2);
         const Vec _t4 = (Vec(static_cast<scalar_t>(2.0)) * _t2);
         const Vec _t5 = (_t4 + Vec(static_cast<scalar_t>(1.0)));
@@ -590,8 +595,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
             Vec::blendv((_t2 * (_t2 + Vec(static_cast<scalar_t>(2.0))) /
                          (_t3 + _t4 + Vec(static_cast<scalar_t>(2.0)))),
                         (_t5 / ((Vec(static_cast<scalar_t>(2.0)) * _t3) + _t5)), _t1);
-        fused_store<Vec>((_t6 * x), y_data_at, i - start, count);
-        fused_store<Vec>(
+        detail::fused_store<Vec>((_t6 * x), y_data_at, i - start, count);
+        detail::fused_store<Vec>(
             (_t6 + (x * (Vec(static_cast<scalar_t>(1.0)) - (_t6 * _t6)) *
                     Vec::blendv(_t2, Vec(static_cast<scalar_t>(1.0)), _t1) /
                     (_t2 + Vec(static_cast<scalar_t>(1.0))))),
@@ -633,21 +638,23 @@ struct MishFused : public torch::autograd::Function<MishFused> {
     using Vec = at::vec::Vectorized<scalar_t>;
     for (int64_t start = begin; start < end;) {
       const int64_t stop = std::min(end, start + period - start % period);
-      const scalar_t* const grad_y_at = fused_at(grad_y_data, grad_y_period, start);
-      const scalar_t* const saved0_at = fused_at(saved0_data, saved0_period, start);
-      scalar_t* const grad_x_data_at =
-          fused_sink(grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
-      for (int64_t block = start; block < stop; block += kFusedBlock) {
-        const int64_t block_stop = std::min(stop, block + kFusedBlock);
+      const scalar_t* const grad_y_at =
+          detail::fused_at(grad_y_data, grad_y_period, start);
+      const scalar_t* const saved0_at =
+          detail::fused_at(saved0_data, saved0_period, start);
+      scalar_t* const grad_x_data_at = detail::fused_sink(
+          grad_x_data, grad_x_data_period, size, grad_x_data_stride, start);
+      for (int64_t block = start; block < stop; block += detail::kFusedBlock) {
+        const int64_t block_stop = std::min(stop, block + detail::kFusedBlock);
         Vec grad_x_data_block(0);
         const auto step = [&](int64_t i, int64_t count) C10_ALWAYS_INLINE_ATTRIBUTE {
-          const Vec grad_y =
-              fused_load<kRepeats, Vec>(grad_y_at, grad_y_period, i - start, count);
-          const Vec saved0 =
-              fused_load<kRepeats, Vec>(saved0_at, saved0_period, i - start, count);
-          fused_store<kRepeats, Vec>((grad_y * saved0), grad_x_data_at,
-                                     grad_x_data_period, size, grad_x_data_stride,
-                                     i - start, count, grad_x_data_block);
+          const Vec grad_y = detail::fused_load<kRepeats, Vec>(grad_y_at, grad_y_period,
+                                                               i - start, count);
+          const Vec saved0 = detail::fused_load<kRepeats, Vec>(saved0_at, saved0_period,
+                                                               i - start, count);
+          detail::fused_store<kRepeats, Vec>(
+              (grad_y * saved0), grad_x_data_at, grad_x_data_period, size,
+              grad_x_data_stride, i - start, count, grad_x_data_block);
         };
         int64_t i = block;
         for (; i + Vec::size() <= block_stop; i += Vec::size()) {
@@ -656,8 +663,8 @@ struct MishFused : public torch::autograd::Function<MishFused> {
         if (i < block_stop) {
           step(i, block_stop - i);
         }
-        fused_fold<kRepeats, Vec>(grad_x_data_block, grad_x_data_at, grad_x_data_period,
-                                  grad_x_data_stride);
+        detail::fused_fold<kRepeats, Vec>(grad_x_data_block, grad_x_data_at,
+                                          grad_x_data_period, grad_x_data_stride);
       }
       start = stop;
     }
@@ -679,28 +686,29 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 
   // The forward's values by forward_loop, then, where `saving`, what the backward loop
   // reads.
-  static variable_list fused_values(const at::Tensor& x, bool saving) {
-    FusedFrame frame({x});
+  static torch::autograd::variable_list fused_values(const at::Tensor& x, bool saving) {
+    detail::FusedFrame frame({x});
     const at::Tensor out0 = frame.empty();
     const at::Tensor out1 = saving ? frame.empty() : at::Tensor();
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
-      (frame.repeating ? forward_loop<scalar_t, true>
-                       : forward_loop<scalar_t, false>)(frame.size, frame.period,
-                                                        frame.data<scalar_t>(0),
-                                                        frame.periods[0],
-                                                        fused_pointer<scalar_t>(out0),
-                                                        fused_pointer<scalar_t>(out1));
+      (frame.repeating
+           ? forward_loop<scalar_t, true>
+           : forward_loop<scalar_t, false>)(frame.size, frame.period,
+                                            frame.data<scalar_t>(0), frame.periods[0],
+                                            detail::fused_pointer<scalar_t>(out0),
+                                            detail::fused_pointer<scalar_t>(out1));
     });
     return {frame.result(out0), frame.result(out1)};
   }
 
   // The gradients by backward_loop: in the input's shape where the loop sums them, else
   // in the broadcast shape; undefined where not needed.
-  static variable_list fused_gradients(const at::Tensor& grad_y,
-                                       const at::Tensor& saved0, bool need_x,
-                                       at::IntArrayRef grad_x_shape) {
-    FusedFrame frame({grad_y, saved0});
-    const FusedGradient grad_x_sink(frame, need_x, grad_x_shape, saved0);
+  static torch::autograd::variable_list fused_gradients(const at::Tensor& grad_y,
+                                                        const at::Tensor& saved0,
+                                                        bool need_x,
+                                                        at::IntArrayRef grad_x_shape) {
+    detail::FusedFrame frame({grad_y, saved0});
+    const detail::FusedGradient grad_x_sink(frame, need_x, grad_x_shape, saved0);
     AT_DISPATCH_FLOATING_TYPES(frame.compute, "MishFused", [&] {
       (frame.repeating
            ? backward_loop<scalar_t, true>
@@ -715,36 +723,40 @@ struct MishFused : public torch::autograd::Function<MishFused> {
 
   // The forward's values: the outputs, then, where `saving` (under autograd), what the
   // backward loop reads.
-  static variable_list values(const at::Tensor& x, bool saving) {
-    if (fused_loops_apply({x})) {
+  static torch::autograd::variable_list values(const at::Tensor& x, bool saving) {
+    if (detail::fused_loops_apply({x})) {
       return fused_values(x, saving);
     }
-    const at::Tensor y = mish_cpu_form(x);
+    const at::Tensor y = detail::mish_cpu_form(x);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x, true);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x, true);
     // What the fused backward reads besides the outputs: undefined where the forward
     // loop did not run (then the backward runs ATen operations too).
     outputs.resize(2);
-    const variable_list fused_saved(outputs.begin() + 1, outputs.end());
+    const torch::autograd::variable_list fused_saved(outputs.begin() + 1,
+                                                     outputs.end());
     outputs.resize(1);
     ctx->save_for_backward({x, fused_saved[0]});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor saved0 = saved[1];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    if (!at::GradMode::is_enabled() && fused_loops_apply({grad_y, saved0})) {
-      const variable_list fused = fused_gradients(grad_y, saved0, need_x, x.sizes());
+    if (!at::GradMode::is_enabled() && detail::fused_loops_apply({grad_y, saved0})) {
+      const torch::autograd::variable_list fused =
+          fused_gradients(grad_y, saved0, need_x, x.sizes());
       grad_x = fused[0];
-      return {reduce_to(grad_x, x.sizes())};
+      return {detail::reduce_to(grad_x, x.sizes())};
     }
     if (need_x) {
       grad_x =
@@ -752,16 +764,16 @@ struct MishFused : public torch::autograd::Function<MishFused> {
                ? (grad_y * (x * at::rsub(at::pow(at::tanh(at::softplus(x)), 2), 1) *
                                 at::sigmoid(x) +
                             at::tanh(at::softplus(x))))
-               : mish_backward_cpu_form(grad_y, x));
+               : detail::mish_backward_cpu_form(grad_y, x));
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor mish_fused_forward(const at::Tensor& x) {
-  const variable_list outputs = MishFused::values(x, false);
+  const torch::autograd::variable_list outputs = MishFused::values(x, false);
   return outputs[0];
 }
 
@@ -771,20 +783,20 @@ inline at::Tensor mish_fused_forward(const at::Tensor& x) {
 inline at::Tensor mish_fused(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return mish_fused_forward(x);
+    return symgrad_mish_fused::mish_fused_forward(x);
   }
-  const variable_list outputs = MishFused::apply(x);
+  const torch::autograd::variable_list outputs = MishFused::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_mish_fused, m) { m.def("mish_fused(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_mish_fused, CompositeExplicitAutograd, m) {
-  m.impl("mish_fused", &mish_fused_forward);
+  m.impl("mish_fused", &symgrad_mish_fused::mish_fused_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_mish_fused, Autograd, m) {
-  m.impl("mish_fused", &mish_fused);
+  m.impl("mish_fused", &symgrad_mish_fused::mish_fused);
 }
 
 }  // namespace symgrad_mish_fused

@@ -24,8 +24,10 @@
 
 namespace symgrad_mse_loss {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -82,25 +84,30 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // Mean squared error.
 struct MSELoss : public torch::autograd::Function<MSELoss> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, const at::Tensor& target) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& target) {
     const at::Tensor loss = at::mean(at::pow(x - target, 2));
     return {loss};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& target) {
-    variable_list outputs = values(x, target);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& target) {
+    torch::autograd::variable_list outputs = values(x, target);
     ctx->save_for_backward({x, target});
     ctx->saved_data["_t0"] =
-        count(at::infer_size(target.sizes().vec(), x.sizes().vec()), {});
+        detail::count(at::infer_size(target.sizes().vec(), x.sizes().vec()), {});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor target = saved[1];
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
@@ -118,14 +125,15 @@ struct MSELoss : public torch::autograd::Function<MSELoss> {
     if (need_target) {
       grad_target = -_t1;
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_target, target.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes()),
+            detail::reduce_to(grad_target, target.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor mse_loss_forward(const at::Tensor& x, const at::Tensor& target) {
-  const variable_list outputs = MSELoss::values(x, target);
+  const torch::autograd::variable_list outputs = MSELoss::values(x, target);
   return outputs[0];
 }
 
@@ -135,9 +143,9 @@ inline at::Tensor mse_loss_forward(const at::Tensor& x, const at::Tensor& target
 inline at::Tensor mse_loss(const at::Tensor& x, const at::Tensor& target) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || target.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return mse_loss_forward(x, target);
+    return symgrad_mse_loss::mse_loss_forward(x, target);
   }
-  const variable_list outputs = MSELoss::apply(x, target);
+  const torch::autograd::variable_list outputs = MSELoss::apply(x, target);
   return outputs[0];
 }
 
@@ -146,9 +154,11 @@ TORCH_LIBRARY(symgrad_mse_loss, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_mse_loss, CompositeExplicitAutograd, m) {
-  m.impl("mse_loss", &mse_loss_forward);
+  m.impl("mse_loss", &symgrad_mse_loss::mse_loss_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_mse_loss, Autograd, m) { m.impl("mse_loss", &mse_loss); }
+TORCH_LIBRARY_IMPL(symgrad_mse_loss, Autograd, m) {
+  m.impl("mse_loss", &symgrad_mse_loss::mse_loss);
+}
 
 }  // namespace symgrad_mse_loss

@@ -28,8 +28,10 @@
 
 namespace symgrad_polar {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -47,26 +49,31 @@ inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
   return total.defined() ? total + term : term;
 }
 
+}  // namespace detail
+
 // Convert Cartesian coordinates (x > 0) to polar ones.
 struct Polar : public torch::autograd::Function<Polar> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, const at::Tensor& y) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& y) {
     const at::Tensor r2 = at::pow(y, 2) + at::pow(x, 2);
     const at::Tensor radius = at::sqrt(r2);
     const at::Tensor angle = at::atan(y / x);
     return {radius, angle};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& y) {
-    variable_list outputs = values(x, y);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& y) {
+    torch::autograd::variable_list outputs = values(x, y);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, y, outputs[0]});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor y = saved[1];
     at::Tensor radius = saved[2];
@@ -81,10 +88,10 @@ struct Polar : public torch::autograd::Function<Polar> {
         _t0 = grad_radius / radius;
       }
       if (need_x) {
-        grad_x = accumulate(grad_x, _t0 * x);
+        grad_x = detail::accumulate(grad_x, _t0 * x);
       }
       if (need_y) {
-        grad_y = accumulate(grad_y, _t0 * y);
+        grad_y = detail::accumulate(grad_y, _t0 * y);
       }
     }
     if (grad_angle.defined()) {
@@ -93,13 +100,13 @@ struct Polar : public torch::autograd::Function<Polar> {
         _t2 = grad_angle / (1 + _t1 * at::pow(y, 2));
       }
       if (need_x) {
-        grad_x = accumulate(grad_x, -_t1 * _t2 * y);
+        grad_x = detail::accumulate(grad_x, -_t1 * _t2 * y);
       }
       if (need_y) {
-        grad_y = accumulate(grad_y, _t2 / x);
+        grad_y = detail::accumulate(grad_y, _t2 / x);
       }
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_y, y.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_y, y.sizes())};
   }
 };
 
@@ -107,7 +114,7 @@ struct Polar : public torch::autograd::Function<Polar> {
 // forward alone.
 inline std::tuple<at::Tensor, at::Tensor> polar_forward(const at::Tensor& x,
                                                         const at::Tensor& y) {
-  const variable_list outputs = Polar::values(x, y);
+  const torch::autograd::variable_list outputs = Polar::values(x, y);
   return {outputs[0], outputs[1]};
 }
 
@@ -118,9 +125,9 @@ inline std::tuple<at::Tensor, at::Tensor> polar(const at::Tensor& x,
                                                 const at::Tensor& y) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || y.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return polar_forward(x, y);
+    return symgrad_polar::polar_forward(x, y);
   }
-  const variable_list outputs = Polar::apply(x, y);
+  const torch::autograd::variable_list outputs = Polar::apply(x, y);
   return {outputs[0], outputs[1]};
 }
 
@@ -129,9 +136,11 @@ TORCH_LIBRARY(symgrad_polar, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_polar, CompositeExplicitAutograd, m) {
-  m.impl("polar", &polar_forward);
+  m.impl("polar", &symgrad_polar::polar_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_polar, Autograd, m) { m.impl("polar", &polar); }
+TORCH_LIBRARY_IMPL(symgrad_polar, Autograd, m) {
+  m.impl("polar", &symgrad_polar::polar);
+}
 
 }  // namespace symgrad_polar

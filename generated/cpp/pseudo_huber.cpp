@@ -27,8 +27,10 @@
 
 namespace symgrad_pseudo_huber {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -41,20 +43,25 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Elementwise pseudo-Huber loss with a learnable scale delta.
 struct PseudoHuber : public torch::autograd::Function<PseudoHuber> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& prediction, const at::Tensor& target,
-                              const at::Tensor& delta) {
+  static torch::autograd::variable_list values(const at::Tensor& prediction,
+                                               const at::Tensor& target,
+                                               const at::Tensor& delta) {
     const at::Tensor r = (prediction - target) / delta;
     const at::Tensor sqrt0 = at::sqrt(1 + at::pow(r, 2));
     const at::Tensor loss = at::pow(delta, 2) * (-1 + sqrt0);
     return {loss, r, sqrt0};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& prediction,
-                               const at::Tensor& target, const at::Tensor& delta) {
-    variable_list outputs = values(prediction, target, delta);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& prediction,
+                                                const at::Tensor& target,
+                                                const at::Tensor& delta) {
+    torch::autograd::variable_list outputs = values(prediction, target, delta);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1], outputs[2]});
     // Saved for the backward, not recomputed (within what eager autograd saves): r,
@@ -63,8 +70,9 @@ struct PseudoHuber : public torch::autograd::Function<PseudoHuber> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor prediction = saved[0];
     at::Tensor target = saved[1];
     at::Tensor delta = saved[2];
@@ -93,8 +101,8 @@ struct PseudoHuber : public torch::autograd::Function<PseudoHuber> {
       grad_delta =
           grad_loss * at::addcmul(-_t0 * (prediction - target), delta, -1 + sqrt0, 2);
     }
-    return {reduce_to(grad_prediction, prediction.sizes()), at::Tensor(),
-            reduce_to(grad_delta, delta.sizes())};
+    return {detail::reduce_to(grad_prediction, prediction.sizes()), at::Tensor(),
+            detail::reduce_to(grad_delta, delta.sizes())};
   }
 };
 
@@ -103,7 +111,8 @@ struct PseudoHuber : public torch::autograd::Function<PseudoHuber> {
 inline at::Tensor pseudo_huber_forward(const at::Tensor& prediction,
                                        const at::Tensor& target,
                                        const at::Tensor& delta) {
-  const variable_list outputs = PseudoHuber::values(prediction, target, delta);
+  const torch::autograd::variable_list outputs =
+      PseudoHuber::values(prediction, target, delta);
   return outputs[0];
 }
 
@@ -116,9 +125,10 @@ inline at::Tensor pseudo_huber(const at::Tensor& prediction, const at::Tensor& t
       !(prediction.requires_grad() || target.requires_grad() ||
         delta.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return pseudo_huber_forward(prediction, target, delta);
+    return symgrad_pseudo_huber::pseudo_huber_forward(prediction, target, delta);
   }
-  const variable_list outputs = PseudoHuber::apply(prediction, target, delta);
+  const torch::autograd::variable_list outputs =
+      PseudoHuber::apply(prediction, target, delta);
   return outputs[0];
 }
 
@@ -127,11 +137,11 @@ TORCH_LIBRARY(symgrad_pseudo_huber, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_pseudo_huber, CompositeExplicitAutograd, m) {
-  m.impl("pseudo_huber", &pseudo_huber_forward);
+  m.impl("pseudo_huber", &symgrad_pseudo_huber::pseudo_huber_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_pseudo_huber, Autograd, m) {
-  m.impl("pseudo_huber", &pseudo_huber);
+  m.impl("pseudo_huber", &symgrad_pseudo_huber::pseudo_huber);
 }
 
 }  // namespace symgrad_pseudo_huber

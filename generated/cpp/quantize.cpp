@@ -24,8 +24,10 @@
 
 namespace symgrad_quantize {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -43,10 +45,12 @@ inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
   return total.defined() ? total + term : term;
 }
 
+}  // namespace detail
+
 // Quantise x to levels of size step; return the value and the bucket index.
 struct Quantize : public torch::autograd::Function<Quantize> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double step) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double step) {
     const at::Tensor _t0 = x / step;
     const at::Tensor round0 = at::round(_t0);
     const at::Tensor value = round0 * step;
@@ -54,23 +58,25 @@ struct Quantize : public torch::autograd::Function<Quantize> {
     return {value, index};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, double step) {
-    variable_list outputs = values(x, step);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double step) {
+    torch::autograd::variable_list outputs = values(x, step);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1]});
     ctx->save_for_backward({x});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const at::Tensor& grad_value = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (grad_value.defined()) {
       if (need_x) {
-        grad_x = accumulate(
+        grad_x = detail::accumulate(
             grad_x, grad_value *
                         at::where(((-4 <= x) & (x <= 4)),
                                   at::scalar_tensor(1, at::TensorOptions()
@@ -79,7 +85,7 @@ struct Quantize : public torch::autograd::Function<Quantize> {
                                   0));
       }
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};
   }
 };
 
@@ -87,7 +93,7 @@ struct Quantize : public torch::autograd::Function<Quantize> {
 // forward alone.
 inline std::tuple<at::Tensor, at::Tensor> quantize_forward(const at::Tensor& x,
                                                            double step) {
-  const variable_list outputs = Quantize::values(x, step);
+  const torch::autograd::variable_list outputs = Quantize::values(x, step);
   return {outputs[0], outputs[1]};
 }
 
@@ -97,9 +103,9 @@ inline std::tuple<at::Tensor, at::Tensor> quantize_forward(const at::Tensor& x,
 inline std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, double step) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return quantize_forward(x, step);
+    return symgrad_quantize::quantize_forward(x, step);
   }
-  const variable_list outputs = Quantize::apply(x, step);
+  const torch::autograd::variable_list outputs = Quantize::apply(x, step);
   return {outputs[0], outputs[1]};
 }
 
@@ -108,9 +114,11 @@ TORCH_LIBRARY(symgrad_quantize, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_quantize, CompositeExplicitAutograd, m) {
-  m.impl("quantize", &quantize_forward);
+  m.impl("quantize", &symgrad_quantize::quantize_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_quantize, Autograd, m) { m.impl("quantize", &quantize); }
+TORCH_LIBRARY_IMPL(symgrad_quantize, Autograd, m) {
+  m.impl("quantize", &symgrad_quantize::quantize);
+}
 
 }  // namespace symgrad_quantize

@@ -24,8 +24,10 @@
 
 namespace symgrad_replace_grad {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,23 +40,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Return forward_value; pass the gradient to backward_value instead.
 struct ReplaceGrad : public torch::autograd::Function<ReplaceGrad> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& forward_value,
-                              const at::Tensor& /*backward_value*/) {
+  static torch::autograd::variable_list values(const at::Tensor& forward_value,
+                                               const at::Tensor& /*backward_value*/) {
     const at::Tensor y = forward_value.view_as(forward_value);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& forward_value,
-                               const at::Tensor& backward_value) {
-    variable_list outputs = values(forward_value, backward_value);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& forward_value,
+                                                const at::Tensor& backward_value) {
+    torch::autograd::variable_list outputs = values(forward_value, backward_value);
     ctx->saved_data["backward_value_shape"] = backward_value.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
     const std::vector<int64_t> backward_value_shape =
         ctx->saved_data["backward_value_shape"].toIntVector();
     const at::Tensor& grad_y = grads[0];
@@ -63,7 +69,7 @@ struct ReplaceGrad : public torch::autograd::Function<ReplaceGrad> {
     if (need_backward_value) {
       grad_backward_value = grad_y;
     }
-    return {at::Tensor(), reduce_to(grad_backward_value, backward_value_shape)};
+    return {at::Tensor(), detail::reduce_to(grad_backward_value, backward_value_shape)};
   }
 };
 
@@ -71,7 +77,8 @@ struct ReplaceGrad : public torch::autograd::Function<ReplaceGrad> {
 // forward alone.
 inline at::Tensor replace_grad_forward(const at::Tensor& forward_value,
                                        const at::Tensor& backward_value) {
-  const variable_list outputs = ReplaceGrad::values(forward_value, backward_value);
+  const torch::autograd::variable_list outputs =
+      ReplaceGrad::values(forward_value, backward_value);
   return outputs[0];
 }
 
@@ -83,9 +90,10 @@ inline at::Tensor replace_grad(const at::Tensor& forward_value,
   if (!at::GradMode::is_enabled() ||
       !(forward_value.requires_grad() || backward_value.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return replace_grad_forward(forward_value, backward_value);
+    return symgrad_replace_grad::replace_grad_forward(forward_value, backward_value);
   }
-  const variable_list outputs = ReplaceGrad::apply(forward_value, backward_value);
+  const torch::autograd::variable_list outputs =
+      ReplaceGrad::apply(forward_value, backward_value);
   return outputs[0];
 }
 
@@ -94,11 +102,11 @@ TORCH_LIBRARY(symgrad_replace_grad, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_replace_grad, CompositeExplicitAutograd, m) {
-  m.impl("replace_grad", &replace_grad_forward);
+  m.impl("replace_grad", &symgrad_replace_grad::replace_grad_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_replace_grad, Autograd, m) {
-  m.impl("replace_grad", &replace_grad);
+  m.impl("replace_grad", &symgrad_replace_grad::replace_grad);
 }
 
 }  // namespace symgrad_replace_grad

@@ -27,8 +27,10 @@
 
 namespace symgrad_rms_norm_op {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -90,30 +92,35 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
   return count;
 }
 
+}  // namespace detail
+
 // RMSNorm registered as a custom operator for torch.compile and torch.export.
 struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& w, double eps) {
+  static torch::autograd::variable_list values(const at::Tensor& x, const at::Tensor& w,
+                                               double eps) {
     const at::Tensor mean0 = at::mean(at::pow(x, 2), at::IntArrayRef{-1}, true);
     const at::Tensor r = at::rsqrt(eps + mean0);
     const at::Tensor y = r * (w * x);
     return {y, r};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& w, double eps) {
-    variable_list outputs = values(x, w, eps);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& w, double eps) {
+    torch::autograd::variable_list outputs = values(x, w, eps);
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, w, outputs[0], outputs[1]});
-    ctx->saved_data["_t0"] = count(x.sizes().vec(), {-1});
-    ctx->saved_data["_t1"] = reduced_shape(x.sizes().vec(), {-1}, true);
+    ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
+    ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t2"] = x.sizes().vec();
     ctx->saved_data["_t3"] = at::infer_size(w.sizes().vec(), x.sizes().vec());
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor w = saved[1];
     at::Tensor y = saved[2];
@@ -136,21 +143,23 @@ struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
         _t5 = r * grad_y;
       }
       if (need_x) {
-        grad_x = accumulate(
+        grad_x = detail::accumulate(
             grad_x,
-            at::addcmul(sum_to(_t5 * w, _t2, _t3), _t4,
-                        sum_to((-at::pow(r, 2) / 2) * (grad_y * y), _t1, _t3), 2));
+            at::addcmul(detail::sum_to(_t5 * w, _t2, _t3), _t4,
+                        detail::sum_to((-at::pow(r, 2) / 2) * (grad_y * y), _t1, _t3),
+                        2));
       }
       if (need_w) {
-        grad_w = accumulate(grad_w, _t5 * x);
+        grad_w = detail::accumulate(grad_w, _t5 * x);
       }
     }
     if (grad_r.defined()) {
       if (need_x) {
-        grad_x = accumulate(grad_x, (-at::pow(r, 3)) * (_t4 * grad_r));
+        grad_x = detail::accumulate(grad_x, (-at::pow(r, 3)) * (_t4 * grad_r));
       }
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_w, w.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_w, w.sizes()),
+            at::Tensor()};
   }
 };
 
@@ -158,7 +167,7 @@ struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
 // forward alone.
 inline at::Tensor rms_norm_op_forward(const at::Tensor& x, const at::Tensor& w,
                                       double eps) {
-  const variable_list outputs = RMSNormOp::values(x, w, eps);
+  const torch::autograd::variable_list outputs = RMSNormOp::values(x, w, eps);
   return outputs[0];
 }
 
@@ -168,9 +177,9 @@ inline at::Tensor rms_norm_op_forward(const at::Tensor& x, const at::Tensor& w,
 inline at::Tensor rms_norm_op(const at::Tensor& x, const at::Tensor& w, double eps) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return rms_norm_op_forward(x, w, eps);
+    return symgrad_rms_norm_op::rms_norm_op_forward(x, w, eps);
   }
-  const variable_list outputs = RMSNormOp::apply(x, w, eps);
+  const torch::autograd::variable_list outputs = RMSNormOp::apply(x, w, eps);
   return outputs[0];
 }
 
@@ -179,11 +188,11 @@ TORCH_LIBRARY(symgrad_rms_norm_op, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_rms_norm_op, CompositeExplicitAutograd, m) {
-  m.impl("rms_norm_op", &rms_norm_op_forward);
+  m.impl("rms_norm_op", &symgrad_rms_norm_op::rms_norm_op_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_rms_norm_op, Autograd, m) {
-  m.impl("rms_norm_op", &rms_norm_op);
+  m.impl("rms_norm_op", &symgrad_rms_norm_op::rms_norm_op);
 }
 
 }  // namespace symgrad_rms_norm_op

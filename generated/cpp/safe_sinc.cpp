@@ -26,8 +26,10 @@
 
 namespace symgrad_safe_sinc {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -40,23 +42,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // sin(x) / x with its limit 1 at x = 0, plus sqrt(x) where x > 0.
 struct SafeSinc : public torch::autograd::Function<SafeSinc> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor y =
         at::where((x > 0), at::sqrt(x), 0) + at::where((x != 0), at::sin(x) / x, 1);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->save_for_backward({x});
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
@@ -76,14 +82,14 @@ struct SafeSinc : public torch::autograd::Function<SafeSinc> {
                         at::where(_t0, grad_y, 0),
                     0);
     }
-    return {reduce_to(grad_x, x.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor safe_sinc_forward(const at::Tensor& x) {
-  const variable_list outputs = SafeSinc::values(x);
+  const torch::autograd::variable_list outputs = SafeSinc::values(x);
   return outputs[0];
 }
 
@@ -93,18 +99,20 @@ inline at::Tensor safe_sinc_forward(const at::Tensor& x) {
 inline at::Tensor safe_sinc(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return safe_sinc_forward(x);
+    return symgrad_safe_sinc::safe_sinc_forward(x);
   }
-  const variable_list outputs = SafeSinc::apply(x);
+  const torch::autograd::variable_list outputs = SafeSinc::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_safe_sinc, m) { m.def("safe_sinc(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_safe_sinc, CompositeExplicitAutograd, m) {
-  m.impl("safe_sinc", &safe_sinc_forward);
+  m.impl("safe_sinc", &symgrad_safe_sinc::safe_sinc_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_safe_sinc, Autograd, m) { m.impl("safe_sinc", &safe_sinc); }
+TORCH_LIBRARY_IMPL(symgrad_safe_sinc, Autograd, m) {
+  m.impl("safe_sinc", &symgrad_safe_sinc::safe_sinc);
+}
 
 }  // namespace symgrad_safe_sinc

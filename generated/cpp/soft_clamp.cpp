@@ -25,8 +25,10 @@
 
 namespace symgrad_soft_clamp {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -39,26 +41,31 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Squash x smoothly into the interval (lo, hi).
 struct SoftClamp : public torch::autograd::Function<SoftClamp> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double lo, double hi) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double lo,
+                                               double hi) {
     const at::Tensor s = at::sigmoid(x);
     const at::Tensor y = lo + s * (hi - lo);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, double lo,
-                               double hi) {
-    variable_list outputs = values(x, lo, hi);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double lo,
+                                                double hi) {
+    torch::autograd::variable_list outputs = values(x, lo, hi);
     ctx->save_for_backward({x});
     ctx->saved_data["lo"] = lo;
     ctx->saved_data["hi"] = hi;
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     const double lo = ctx->saved_data["lo"].toDouble();
     const double hi = ctx->saved_data["hi"].toDouble();
@@ -70,14 +77,14 @@ struct SoftClamp : public torch::autograd::Function<SoftClamp> {
       s = at::sigmoid(x);
       grad_x = at::sigmoid_backward(grad_y * (hi - lo), s);
     }
-    return {reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
+    return {detail::reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor soft_clamp_forward(const at::Tensor& x, double lo, double hi) {
-  const variable_list outputs = SoftClamp::values(x, lo, hi);
+  const torch::autograd::variable_list outputs = SoftClamp::values(x, lo, hi);
   return outputs[0];
 }
 
@@ -87,9 +94,9 @@ inline at::Tensor soft_clamp_forward(const at::Tensor& x, double lo, double hi) 
 inline at::Tensor soft_clamp(const at::Tensor& x, double lo, double hi) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return soft_clamp_forward(x, lo, hi);
+    return symgrad_soft_clamp::soft_clamp_forward(x, lo, hi);
   }
-  const variable_list outputs = SoftClamp::apply(x, lo, hi);
+  const torch::autograd::variable_list outputs = SoftClamp::apply(x, lo, hi);
   return outputs[0];
 }
 
@@ -98,11 +105,11 @@ TORCH_LIBRARY(symgrad_soft_clamp, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_soft_clamp, CompositeExplicitAutograd, m) {
-  m.impl("soft_clamp", &soft_clamp_forward);
+  m.impl("soft_clamp", &symgrad_soft_clamp::soft_clamp_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_soft_clamp, Autograd, m) {
-  m.impl("soft_clamp", &soft_clamp);
+  m.impl("soft_clamp", &symgrad_soft_clamp::soft_clamp);
 }
 
 }  // namespace symgrad_soft_clamp

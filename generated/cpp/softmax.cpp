@@ -23,8 +23,10 @@
 
 namespace symgrad_softmax {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -37,23 +39,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Softmax over the last dimension.
 struct Softmax : public torch::autograd::Function<Softmax> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x) {
+  static torch::autograd::variable_list values(const at::Tensor& x) {
     const at::Tensor y = at::softmax(x, -1);
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x) {
-    variable_list outputs = values(x);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    torch::autograd::variable_list outputs = values(x);
     ctx->save_for_backward({outputs[0]});
     ctx->saved_data["x_shape"] = x.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor y = saved[0];
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
     const at::Tensor& grad_y = grads[0];
@@ -62,14 +68,14 @@ struct Softmax : public torch::autograd::Function<Softmax> {
     if (need_x) {
       grad_x = y * (grad_y - at::sum(grad_y * y, at::IntArrayRef{-1}, true));
     }
-    return {reduce_to(grad_x, x_shape)};
+    return {detail::reduce_to(grad_x, x_shape)};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor softmax_forward(const at::Tensor& x) {
-  const variable_list outputs = Softmax::values(x);
+  const torch::autograd::variable_list outputs = Softmax::values(x);
   return outputs[0];
 }
 
@@ -79,18 +85,20 @@ inline at::Tensor softmax_forward(const at::Tensor& x) {
 inline at::Tensor softmax(const at::Tensor& x) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return softmax_forward(x);
+    return symgrad_softmax::softmax_forward(x);
   }
-  const variable_list outputs = Softmax::apply(x);
+  const torch::autograd::variable_list outputs = Softmax::apply(x);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_softmax, m) { m.def("softmax(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_softmax, CompositeExplicitAutograd, m) {
-  m.impl("softmax", &softmax_forward);
+  m.impl("softmax", &symgrad_softmax::softmax_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_softmax, Autograd, m) { m.impl("softmax", &softmax); }
+TORCH_LIBRARY_IMPL(symgrad_softmax, Autograd, m) {
+  m.impl("softmax", &symgrad_softmax::softmax);
+}
 
 }  // namespace symgrad_softmax

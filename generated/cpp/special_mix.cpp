@@ -30,8 +30,10 @@
 
 namespace symgrad_special_mix {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -44,11 +46,13 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // A mix of special functions (lgamma, digamma, erfinv, xlogy, logit, atan2, hypot).
 struct SpecialMix : public torch::autograd::Function<SpecialMix> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& a, const at::Tensor& p,
-                              const at::Tensor& z) {
+  static torch::autograd::variable_list values(const at::Tensor& a, const at::Tensor& p,
+                                               const at::Tensor& z) {
     const at::Tensor r = at::hypot(z, a);
     const at::Tensor digamma0 = at::digamma(a);
     const at::Tensor erfinv1 = at::special_erfinv(0.5 * z);
@@ -61,9 +65,11 @@ struct SpecialMix : public torch::autograd::Function<SpecialMix> {
     return {y, r, digamma0, erfinv1, atan22, logit3};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& a,
-                               const at::Tensor& p, const at::Tensor& z) {
-    variable_list outputs = values(a, p, z);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& a,
+                                                const at::Tensor& p,
+                                                const at::Tensor& z) {
+    torch::autograd::variable_list outputs = values(a, p, z);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable(
         {outputs[1], outputs[2], outputs[3], outputs[4], outputs[5]});
@@ -74,8 +80,9 @@ struct SpecialMix : public torch::autograd::Function<SpecialMix> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor a = saved[0];
     at::Tensor p = saved[1];
     at::Tensor z = saved[2];
@@ -138,8 +145,8 @@ struct SpecialMix : public torch::autograd::Function<SpecialMix> {
                                        _t2, _t3),
                            _t4, _t5, -1);
     }
-    return {reduce_to(grad_a, a.sizes()), reduce_to(grad_p, p.sizes()),
-            reduce_to(grad_z, z.sizes())};
+    return {detail::reduce_to(grad_a, a.sizes()), detail::reduce_to(grad_p, p.sizes()),
+            detail::reduce_to(grad_z, z.sizes())};
   }
 };
 
@@ -147,7 +154,7 @@ struct SpecialMix : public torch::autograd::Function<SpecialMix> {
 // forward alone.
 inline at::Tensor special_mix_forward(const at::Tensor& a, const at::Tensor& p,
                                       const at::Tensor& z) {
-  const variable_list outputs = SpecialMix::values(a, p, z);
+  const torch::autograd::variable_list outputs = SpecialMix::values(a, p, z);
   return outputs[0];
 }
 
@@ -159,9 +166,9 @@ inline at::Tensor special_mix(const at::Tensor& a, const at::Tensor& p,
   if (!at::GradMode::is_enabled() ||
       !(a.requires_grad() || p.requires_grad() || z.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return special_mix_forward(a, p, z);
+    return symgrad_special_mix::special_mix_forward(a, p, z);
   }
-  const variable_list outputs = SpecialMix::apply(a, p, z);
+  const torch::autograd::variable_list outputs = SpecialMix::apply(a, p, z);
   return outputs[0];
 }
 
@@ -170,11 +177,11 @@ TORCH_LIBRARY(symgrad_special_mix, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_special_mix, CompositeExplicitAutograd, m) {
-  m.impl("special_mix", &special_mix_forward);
+  m.impl("special_mix", &symgrad_special_mix::special_mix_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_special_mix, Autograd, m) {
-  m.impl("special_mix", &special_mix);
+  m.impl("special_mix", &symgrad_special_mix::special_mix);
 }
 
 }  // namespace symgrad_special_mix

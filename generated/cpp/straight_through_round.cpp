@@ -25,8 +25,10 @@
 
 namespace symgrad_straight_through_round {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -39,22 +41,26 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Round x to a grid of the given step, with a straight-through gradient.
 struct StraightThroughRound : public torch::autograd::Function<StraightThroughRound> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& x, double step) {
+  static torch::autograd::variable_list values(const at::Tensor& x, double step) {
     const at::Tensor round0 = at::round(x / step);
     const at::Tensor y = round0 * step;
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, double step) {
-    variable_list outputs = values(x, step);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, double step) {
+    torch::autograd::variable_list outputs = values(x, step);
     ctx->saved_data["x_shape"] = x.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
@@ -62,14 +68,14 @@ struct StraightThroughRound : public torch::autograd::Function<StraightThroughRo
     if (need_x) {
       grad_x = grad_y;
     }
-    return {reduce_to(grad_x, x_shape), at::Tensor()};
+    return {detail::reduce_to(grad_x, x_shape), at::Tensor()};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor straight_through_round_forward(const at::Tensor& x, double step) {
-  const variable_list outputs = StraightThroughRound::values(x, step);
+  const torch::autograd::variable_list outputs = StraightThroughRound::values(x, step);
   return outputs[0];
 }
 
@@ -79,9 +85,9 @@ inline at::Tensor straight_through_round_forward(const at::Tensor& x, double ste
 inline at::Tensor straight_through_round(const at::Tensor& x, double step) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return straight_through_round_forward(x, step);
+    return symgrad_straight_through_round::straight_through_round_forward(x, step);
   }
-  const variable_list outputs = StraightThroughRound::apply(x, step);
+  const torch::autograd::variable_list outputs = StraightThroughRound::apply(x, step);
   return outputs[0];
 }
 
@@ -90,11 +96,13 @@ TORCH_LIBRARY(symgrad_straight_through_round, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_straight_through_round, CompositeExplicitAutograd, m) {
-  m.impl("straight_through_round", &straight_through_round_forward);
+  m.impl("straight_through_round",
+         &symgrad_straight_through_round::straight_through_round_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_straight_through_round, Autograd, m) {
-  m.impl("straight_through_round", &straight_through_round);
+  m.impl("straight_through_round",
+         &symgrad_straight_through_round::straight_through_round);
 }
 
 }  // namespace symgrad_straight_through_round

@@ -24,8 +24,10 @@
 
 namespace symgrad_swish {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,18 +40,22 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Swish activation x * sigmoid(beta * x) with a learnable slope per channel.
 struct Swish : public torch::autograd::Function<Swish> {
   // The forward's values: the outputs, then what the backward reads.
-  static variable_list values(const at::Tensor& x, const at::Tensor& beta) {
+  static torch::autograd::variable_list values(const at::Tensor& x,
+                                               const at::Tensor& beta) {
     const at::Tensor sigmoid0 = at::sigmoid(beta * x);
     const at::Tensor y = sigmoid0 * x;
     return {y, sigmoid0};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& beta) {
-    variable_list outputs = values(x, beta);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& beta) {
+    torch::autograd::variable_list outputs = values(x, beta);
     ctx->set_materialize_grads(false);
     ctx->mark_non_differentiable({outputs[1]});
     // Saved for the backward, not recomputed (within what eager autograd saves):
@@ -58,8 +64,9 @@ struct Swish : public torch::autograd::Function<Swish> {
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor beta = saved[1];
     at::Tensor sigmoid0 = saved[2];
@@ -84,14 +91,15 @@ struct Swish : public torch::autograd::Function<Swish> {
     if (need_beta) {
       grad_beta = _t0 * x;
     }
-    return {reduce_to(grad_x, x.sizes()), reduce_to(grad_beta, beta.sizes())};
+    return {detail::reduce_to(grad_x, x.sizes()),
+            detail::reduce_to(grad_beta, beta.sizes())};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor swish_forward(const at::Tensor& x, const at::Tensor& beta) {
-  const variable_list outputs = Swish::values(x, beta);
+  const torch::autograd::variable_list outputs = Swish::values(x, beta);
   return outputs[0];
 }
 
@@ -101,18 +109,20 @@ inline at::Tensor swish_forward(const at::Tensor& x, const at::Tensor& beta) {
 inline at::Tensor swish(const at::Tensor& x, const at::Tensor& beta) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || beta.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return swish_forward(x, beta);
+    return symgrad_swish::swish_forward(x, beta);
   }
-  const variable_list outputs = Swish::apply(x, beta);
+  const torch::autograd::variable_list outputs = Swish::apply(x, beta);
   return outputs[0];
 }
 
 TORCH_LIBRARY(symgrad_swish, m) { m.def("swish(Tensor x, Tensor beta) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(symgrad_swish, CompositeExplicitAutograd, m) {
-  m.impl("swish", &swish_forward);
+  m.impl("swish", &symgrad_swish::swish_forward);
 }
 
-TORCH_LIBRARY_IMPL(symgrad_swish, Autograd, m) { m.impl("swish", &swish); }
+TORCH_LIBRARY_IMPL(symgrad_swish, Autograd, m) {
+  m.impl("swish", &symgrad_swish::swish);
+}
 
 }  // namespace symgrad_swish

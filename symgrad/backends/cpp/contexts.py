@@ -59,6 +59,9 @@ class FunctionContext:
     summary: str
     formulas: dict[str, list[str]]
     namespace: str
+    # The namespace inside `namespace` that holds the helpers (Note [Generated names] in
+    # symgrad.backends.cpp.names).
+    detail: str
     class_name: str
     function_name: str
     parameters: tuple[Parameter, ...]
@@ -89,7 +92,6 @@ class FunctionContext:
     prelude: tuple[Block, ...]
     backward: tuple[OutputPart, ...]
     returns: tuple[str, ...]
-    helpers: dict[str, str]
     uses_shape_facts: bool
     op_schema: str
     op_return: str

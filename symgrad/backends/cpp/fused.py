@@ -97,19 +97,21 @@ def fused_loops(
     gradient_names: Mapping[str, str],
     need_names: Mapping[str, str],
     input_shapes: Mapping[str, str],
+    detail: str = "",
 ) -> FusedLoops | None:
     """The fused loops of `derived` (Note [Fused loops]), or None where it has none.
 
     None for a spec that is not elementwise (but for outputs that sum or average over
     every element) or computes a condition as an output, and where some function has
-    no Vectorized spelling.
+    no Vectorized spelling. `detail` is the helpers' namespace (Note [Generated names]
+    in symgrad.backends.cpp.names).
     """
     spec = derived.spec
     if spec.mode != "fused" or not _fusible(derived):
         return None
     if any(i.type is InputType.BOOL for i in spec.inputs):
         return None  # a flag would be a number in the loop, not a mask
-    printer = VecPrinter(dict(renames))
+    printer = VecPrinter(dict(renames), f"{detail}::" if detail else "")
     namer = Namer(derived.names | set(renames.values()))
     # The logistic family stays calls until the stored calls are chosen, so that what is
     # stored is sigmoid(u), say, not the exp(-|u|) it is computed from (through_exp):

@@ -46,16 +46,25 @@ _SHAPE = ("std::vector<int64_t>", "toIntVector")
 
 
 def function_context(
-    derived: Derived, printer: AtenPrinter, namer: Namer, version: str
+    derived: Derived, printer: AtenPrinter, namer: Namer, version: str, detail: str
 ) -> FunctionContext:
-    """Print every statement of `derived` and choose every name function.cpp.jinja uses."""
+    """Print every statement of `derived` and choose every name function.cpp.jinja uses.
+
+    The helpers live in the namespace `detail` (Note [Generated names] in
+    symgrad.backends.cpp.names): their calls
+    are qualified, so that neither a spec's names nor ATen's can take them.
+    """
     spec = derived.spec
     helpers = {
-        role: namer.fresh(role)
+        role: f"{detail}::{role}"
         for role in ("reduce_to", "accumulate", "sum_to", "reduced_shape", "count")
     }
-    forms = {role: namer.fresh(f"{role}_cpu_form") for role in ("mish", "mish_backward")}
-    printer.helpers = {**printer.helpers, "sum_to": helpers["sum_to"], **forms}
+    forms = {role: f"{role}_cpu_form" for role in ("mish", "mish_backward")}
+    printer.helpers = {
+        **printer.helpers,
+        "sum_to": helpers["sum_to"],
+        **{role: f"{detail}::{name}" for role, name in forms.items()},
+    }
     receiving = {g.input.name for part in derived.backward for g in part.gradients}
     tensor_inputs = [i for i in spec.inputs if i.is_tensor]
     need = {i.name: namer.fresh(f"need_{i.name}") for i in tensor_inputs if i.name in receiving}
@@ -84,7 +93,7 @@ def function_context(
         for i in spec.inputs
         if i.name in grad
     }
-    fused = fused_loops(derived, printer.renames, grad, need, input_shapes)
+    fused = fused_loops(derived, printer.renames, grad, need, input_shapes, detail)
     returns = [
         (
             f"{helpers['reduce_to']}({grad[i.name]}, {input_shapes[i.name]})"
@@ -98,6 +107,7 @@ def function_context(
         summary=_comment_text(summary(spec)),
         formulas=formulas(derived),
         namespace=f"symgrad_{spec.module}",
+        detail=detail,
         class_name=spec.name,
         function_name=spec.module,
         parameters=parameters,
@@ -132,7 +142,6 @@ def function_context(
         prelude=tuple(prelude),
         backward=tuple(backward),
         returns=tuple(returns),
-        helpers=helpers,
         uses_shape_facts=bool(derived.shape_facts),
         op_schema=_schema(derived, parameters),
         op_return=_op_return(len(spec.outputs)),
@@ -145,7 +154,7 @@ def function_context(
 
 
 def inplace_context(
-    derived: Derived, printer: AtenPrinter, namer: Namer, version: str
+    derived: Derived, printer: AtenPrinter, namer: Namer, version: str, detail: str
 ) -> FunctionContext | None:
     """The context of the in-place variant `<module>_` (Note [In-place variants]), if any.
 
@@ -155,7 +164,7 @@ def inplace_context(
     if derived.inplace is None:
         return None
     spec = derived.spec
-    context = function_context(derived.inplace, printer, Namer(namer.taken), version)
+    context = function_context(derived.inplace, printer, Namer(namer.taken), version, detail)
     overwritten = printer.doprint(inplace.overwritten(spec).symbol)
     parameters = tuple(
         (

@@ -1,9 +1,23 @@
-"""The C++ names of the spec's symbols: keywords renamed, temporaries numbered in order."""
+"""The C++ names of the spec's symbols: keywords renamed, temporaries numbered in order.
+
+Note [Generated names]: a module's C++ lives in the namespace `symgrad_<module>`, which
+holds the names the spec gives (the class, the operator's function, its kernel below
+autograd, the in-place variant's) and one namespace, `detail`, that holds every helper
+the template defines (`reduce_to`, `FusedFrame`, `vec_exp`, ...). Every call of a
+function the file defines is qualified (`symgrad_log_sigmoid::log_sigmoid_forward(x)`,
+`detail::reduce_to(...)`, or the class's: `LogSigmoid::apply(...)`): an unqualified call
+with an at::Tensor argument also finds ATen's functions of that name by
+argument-dependent lookup (`at::log_sigmoid_forward`), and a spec may name its class or
+module as a helper is named (`FusedFrame`, `cpu_form_applies`). `detail` is renamed
+where the module or its in-place variant takes it (a namespace cannot share its name
+with a function).
+"""
 
 from __future__ import annotations
 
 import sympy
 
+from symgrad.ad.inplace import variant_names
 from symgrad.ad.ir import Derived, Namer
 from symgrad.backends.statements import all_statements, temporary_names
 
@@ -21,6 +35,14 @@ _RESERVED_WORDS = """
     xor xor_eq ctx grads saved outputs at std torch c10 int64_t NAN INFINITY
 """
 CPP_RESERVED = frozenset(_RESERVED_WORDS.split())
+
+
+def helper_namespace(derived: Derived, namer: Namer) -> str:
+    """The name of the helpers' namespace (Note [Generated names]), free of the module's
+    own names and its in-place variant's."""
+    if derived.inplace is not None:
+        namer.taken.update(variant_names(derived.spec))
+    return namer.fresh("detail")
 
 
 def renames(derived: Derived, namer: Namer) -> dict[sympy.Basic, str]:

@@ -52,9 +52,10 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
         derived.tensor_symbols, names.renames(derived, namer), condition_temporaries(derived)
     )
     printer.small_symbols = small_symbols(derived)
+    detail = names.helper_namespace(derived, namer)
     try:
-        variant = inplace_context(derived, printer, namer, version)
-        context = function_context(derived, printer, namer, version)
+        variant = inplace_context(derived, printer, namer, version, detail)
+        context = function_context(derived, printer, namer, version, detail)
         if variant is not None:
             variant = dataclasses.replace(
                 variant, forward_kernel=namer.fresh(f"{variant.function_name}_forward")

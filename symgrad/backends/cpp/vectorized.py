@@ -20,9 +20,10 @@ from symgrad.backends.base import UnprintableError
 from symgrad.language import activations, functions, piecewise, pullbacks
 
 # Each language function on a Vec, as a format string over the printed argument(s).
-# The helpers `vec_*` are defined by the template (fused.cpp.jinja).
+# The helpers `vec_*` are defined by the template (fused.cpp.jinja), in the namespace
+# `{ns}` stands for (Note [Generated names] in symgrad.backends.cpp.names).
 CALLS: dict[str, str] = {
-    "exp": "vec_exp({0})",
+    "exp": "{ns}vec_exp({0})",
     "log": "{0}.log()",
     "log1p": "{0}.log1p()",
     "expm1": "{0}.expm1()",
@@ -49,10 +50,10 @@ CALLS: dict[str, str] = {
     "floor": "{0}.floor()",
     "ceil": "{0}.ceil()",
     "round": "{0}.round()",
-    "sigmoid": "vec_sigmoid({0})",
-    "softplus": "vec_softplus({0})",
-    "log_sigmoid": "vec_log_sigmoid({0})",
-    "sign": "vec_sign({0})",
+    "sigmoid": "{ns}vec_sigmoid({0})",
+    "softplus": "{ns}vec_softplus({0})",
+    "log_sigmoid": "{ns}vec_log_sigmoid({0})",
+    "sign": "{ns}vec_sign({0})",
     "atan2": "{0}.atan2({1})",
     "hypot": "{0}.hypot({1})",
 }
@@ -71,9 +72,11 @@ class VecPrinter(CodePrinter):
         "strict": False,
     }
 
-    def __init__(self, renames: dict[sympy.Basic, str] | None = None) -> None:
+    def __init__(self, renames: dict[sympy.Basic, str] | None = None, helpers: str = "") -> None:
         super().__init__()
         self.renames = renames or {}
+        # What the helpers' names are qualified with: `detail::`.
+        self.helpers = helpers
 
     def doprint(self, expr: sympy.Basic, assign_to: None = None) -> str:
         return str(self._print(expr))
@@ -150,7 +153,7 @@ class VecPrinter(CodePrinter):
         if exponent.is_Integer and -_MAX_PRODUCT_POWER <= int(exponent) < 0:
             return "(" + " * ".join([text] * -int(exponent)) + ").reciprocal()"
         if exponent.is_Integer:  # by squaring: Vectorized's pow is a slow exp(log)
-            power = f"vec_ipow({text}, {abs(int(exponent))})"
+            power = f"{self.helpers}vec_ipow({text}, {abs(int(exponent))})"
             return power if exponent > 0 else f"{power}.reciprocal()"
         return f"{text}.pow({self._print(exponent)})"
 
@@ -165,7 +168,7 @@ class VecPrinter(CodePrinter):
         return "(" + " | ".join(self._print(arg) for arg in expr.args) + ")"
 
     def _print_Not(self, expr: sympy.Basic) -> str:
-        return f"vec_not({self._print(expr.args[0])})"
+        return f"{self.helpers}vec_not({self._print(expr.args[0])})"
 
     def _print_Where(self, expr: piecewise.Where) -> str:
         cond, a, b = (self._print(arg) for arg in expr.args)
@@ -180,7 +183,7 @@ class VecPrinter(CodePrinter):
         return f"at::vec::minimum({a}, {b})"
 
     def _print_Log1pUnit(self, expr: sympy.Basic) -> str:
-        return f"vec_log1p_unit({self._print(expr.args[0])})"
+        return f"{self.helpers}vec_log1p_unit({self._print(expr.args[0])})"
 
     def _print_Clamp(self, expr: sympy.Basic) -> str:
         x, low, high = (self._print(arg) for arg in expr.args)
@@ -192,7 +195,7 @@ class VecPrinter(CodePrinter):
             spelling = CALLS.get(name)
             if spelling is None:
                 raise UnprintableError(f"{name} has no fused CPU form")
-            return spelling.format(*(self._print(arg) for arg in expr.args))
+            return spelling.format(*(self._print(arg) for arg in expr.args), ns=self.helpers)
         if isinstance(expr, (activations.Activation, piecewise.Kink, pullbacks.Pullback)):
             return str(self._print(expr.expanded()))
         return self.emptyPrinter(expr)

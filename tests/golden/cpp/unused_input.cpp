@@ -24,8 +24,10 @@
 
 namespace symgrad_unused_input {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+// What the Function and its kernels call, in a namespace of their own: no name the spec
+// gives (the class, the operator) can meet them, and the calls, qualified, reach
+// neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
+namespace detail {
 
 // Sum `grad` over the dimensions that broadcasting added to the input.
 inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
@@ -38,22 +40,27 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+}  // namespace detail
+
 // Ignores x.""" + __import__("os").system("echo injected") + """ \ end"
 struct UnusedInput : public torch::autograd::Function<UnusedInput> {
   // The forward's values: the outputs.
-  static variable_list values(const at::Tensor& /*x*/, const at::Tensor& w) {
+  static torch::autograd::variable_list values(const at::Tensor& /*x*/,
+                                               const at::Tensor& w) {
     const at::Tensor y = 2 * w;
     return {y};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& w) {
-    variable_list outputs = values(x, w);
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x,
+                                                const at::Tensor& w) {
+    torch::autograd::variable_list outputs = values(x, w);
     ctx->saved_data["w_shape"] = w.sizes().vec();
     return outputs;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
     const std::vector<int64_t> w_shape = ctx->saved_data["w_shape"].toIntVector();
     const at::Tensor& grad_y = grads[0];
     const bool need_w = ctx->needs_input_grad(1);
@@ -61,14 +68,14 @@ struct UnusedInput : public torch::autograd::Function<UnusedInput> {
     if (need_w) {
       grad_w = 2 * grad_y;
     }
-    return {at::Tensor(), reduce_to(grad_w, w_shape)};
+    return {at::Tensor(), detail::reduce_to(grad_w, w_shape)};
   }
 };
 
 // The operator's kernel below autograd (torch.compile's fake tensors, inference): the
 // forward alone.
 inline at::Tensor unused_input_forward(const at::Tensor& x, const at::Tensor& w) {
-  const variable_list outputs = UnusedInput::values(x, w);
+  const torch::autograd::variable_list outputs = UnusedInput::values(x, w);
   return outputs[0];
 }
 
@@ -78,9 +85,9 @@ inline at::Tensor unused_input_forward(const at::Tensor& x, const at::Tensor& w)
 inline at::Tensor unused_input(const at::Tensor& x, const at::Tensor& w) {
   if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return unused_input_forward(x, w);
+    return symgrad_unused_input::unused_input_forward(x, w);
   }
-  const variable_list outputs = UnusedInput::apply(x, w);
+  const torch::autograd::variable_list outputs = UnusedInput::apply(x, w);
   return outputs[0];
 }
 
@@ -89,11 +96,11 @@ TORCH_LIBRARY(symgrad_unused_input, m) {
 }
 
 TORCH_LIBRARY_IMPL(symgrad_unused_input, CompositeExplicitAutograd, m) {
-  m.impl("unused_input", &unused_input_forward);
+  m.impl("unused_input", &symgrad_unused_input::unused_input_forward);
 }
 
 TORCH_LIBRARY_IMPL(symgrad_unused_input, Autograd, m) {
-  m.impl("unused_input", &unused_input);
+  m.impl("unused_input", &symgrad_unused_input::unused_input);
 }
 
 }  // namespace symgrad_unused_input
