@@ -199,7 +199,9 @@ def _jacobian_scale(
         jacobians = torch.autograd.functional.jacobian(function, xs)
     scale = value.abs()
     for jacobian, x in zip(jacobians, xs, strict=True):
-        scale = scale + (jacobian.reshape(value.numel(), -1) * x.reshape(1, -1)).abs().sum(1)
+        # A NaN entry (torch's double backward at a tie) adds nothing; the rest stays.
+        terms = (jacobian.reshape(value.numel(), -1) * x.reshape(1, -1)).abs()
+        scale = scale + terms.nan_to_num(nan=0.0).sum(1)
     return scale
 
 
@@ -268,7 +270,7 @@ def _elementwise_scales(
             scales.append(scale)
             continue
         for partial, x in zip(partials, xs, strict=True):
-            scale = scale + (partial * x).detach().abs()
+            scale = scale + (partial * x).detach().abs().nan_to_num(nan=0.0)
         scales.append(scale)
     return scales
 

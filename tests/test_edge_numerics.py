@@ -34,6 +34,12 @@ def _celu(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.celu(x, alpha=2.0)
 
 
+def _normalize(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x.reshape(1), dim=0, eps=1e-8).reshape(())
+
+
+_TINY = [0, 1e-30, -1e-30, 1e-9, -1e-12]
+
 # id -> (spec output, torch's built-in, points, inputs).
 CASES: dict[str, tuple[str, Reference, list[float], Mapping[str, str]]] = {
     "elu_expm1": _row(
@@ -62,6 +68,13 @@ CASES: dict[str, tuple[str, Reference, list[float], Mapping[str, str]]] = {
         lambda x: torch.sinc(3 * x / torch.pi),
         [-1e-30, 0, 1e-30, 0.7],
     ),
+    # A clamped norm that underflows to 0: the untaken 1/n must not reach the gradient.
+    "clamped_norm_max": _row("x / max(sqrt(sum(x**2)), 1e-8)", _normalize, _TINY),
+    "clamped_norm_clamp": _row("x / clamp(sqrt(sum(x**2)), 1e-8, 1e30)", _normalize, _TINY),
+    "clamped_norm_min": _row("-x / min(-sqrt(sum(x**2)), -1e-8)", _normalize, _TINY),
+    "clamped_norm_where": _row(
+        "x / where(sqrt(sum(x**2)) > 1e-8, sqrt(sum(x**2)), 1e-8)", _normalize, _TINY
+    ),
 }
 
 
@@ -77,7 +90,7 @@ def _value_and_gradient(function: Reference, point: float, dtype: torch.dtype) -
 def test_float32_at_the_edges_is_within_the_criterion(case: str) -> None:
     expr, reference, points, inputs = CASES[case]
     spec = spec_from_dict({"name": "Edge", "inputs": dict(inputs), "outputs": {"y": expr}})
-    function = load_module(spec).Edge.apply
+    function = load_module(spec).edge  # the outputs alone, without saved residuals
     for point in points:
         exact = _value_and_gradient(reference, point, torch.float64)
         torch32 = _value_and_gradient(reference, point, torch.float32)

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
+from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.language import piecewise, pullbacks, reductions, rules
@@ -47,6 +48,9 @@ class Term:
     frame: sympy.Basic
     # Whether `expr` itself has the frame's whole shape.
     full: bool
+    # A condition outside which `expr` is zero: the term flowed through a `where` or a
+    # kink (Note [Masked adjoints]); None when unknown.
+    mask: Boolean | None = None
 
 
 def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes) -> Term:
@@ -58,7 +62,9 @@ def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes
     if len(terms) == 1:
         return terms[0]
     total = sympy.Add(*(t.expr for t in terms))
-    return Term(total, terms[0].frame, any(t.full for t in terms))
+    masks = [t.mask for t in terms]
+    mask = None if any(m is None for m in masks) else sympy.Or(*masks)
+    return Term(total, terms[0].frame, any(t.full for t in terms), mask)
 
 
 def fit(term: Term, node: sympy.Basic, shapes: reductions.Shapes, exact: bool) -> Term:
@@ -66,7 +72,7 @@ def fit(term: Term, node: sympy.Basic, shapes: reductions.Shapes, exact: bool) -
     if term.expr == 0:  # terms that cancelled (x - x): nothing to sum
         return Term(term.expr, node, True)
     if shapes.of(term.frame) == shapes.of(node) and (term.full or not exact):
-        return Term(term.expr, node, term.full)
+        return Term(term.expr, node, term.full, term.mask)
     target, frame = reductions.ShapeOf(node), reductions.ShapeOf(term.frame)
     return Term(reductions.SumTo(term.expr, target, frame), node, True)
 
@@ -131,7 +137,7 @@ class ReverseSweep:
             adjoint = term_sum(terms, node, self.shapes)
             if adjoint.expr == 0:
                 continue
-            adjoint = Term(self.name(adjoint.expr), adjoint.frame, adjoint.full)
+            adjoint = Term(self.name(adjoint.expr), adjoint.frame, adjoint.full, adjoint.mask)
             if isinstance(node, reductions.Reduction):
                 # Unsqueezing the reduced dims back needs the exact reduced shape.
                 exact = not node.keepdim and node.dims is not None
@@ -151,17 +157,19 @@ class ReverseSweep:
                 cond, taken, untaken = node.args
                 zero = sympy.Integer(0)
                 if taken in order:
-                    add(taken, self.scaled(adjoint, piecewise.where(cond, adjoint.expr, zero)))
+                    add(taken, _masked(adjoint, cond, piecewise.where(cond, adjoint.expr, zero)))
                 if untaken in order:
-                    add(untaken, self.scaled(adjoint, piecewise.where(cond, zero, adjoint.expr)))
+                    branch = piecewise.where(cond, zero, adjoint.expr)
+                    add(untaken, _masked(adjoint, sympy.Not(cond), branch))
             elif (pulled := pullbacks.pullback(node, adjoint.expr)) is not None:
                 full = adjoint.full or self.shapes.of(node) == self.shapes.of(adjoint.frame)
-                add(node.args[0], Term(pulled, adjoint.frame, full))
+                add(node.args[0], Term(pulled, adjoint.frame, full, adjoint.mask))
             else:
                 frame_shape = self.shapes.of(adjoint.frame)
                 for index, partial in self.partials(node, order):
                     full = adjoint.full or self.shapes.of(partial) == frame_shape
-                    add(node.args[index], Term(adjoint.expr * partial, adjoint.frame, full))
+                    product = _chain(adjoint, partial)
+                    add(node.args[index], Term(product, adjoint.frame, full, adjoint.mask))
 
     def kink_terms(self, node: piecewise.Kink, adjoint: Term) -> list[tuple[sympy.Expr, Term]]:
         """The terms a kink passes to its arguments, routed through its `where` form.
@@ -176,15 +184,10 @@ class ReverseSweep:
         back = dict(zip(stand_ins, node.args, strict=True))
         self.statements += [Assignment(a.target, a.expr.xreplace(back)) for a in local.statements]
         return [
-            (arg, Term(term.expr.xreplace(back), term.frame, term.full))
+            (arg, Term(term.expr.xreplace(back), term.frame, term.full, _back(term.mask, back)))
             for stand_in, arg in back.items()
             for term in local.adjoints.get(stand_in, ())
         ]
-
-    @staticmethod
-    def scaled(adjoint: Term, expr: sympy.Expr) -> Term:
-        """A term of the same frame as `adjoint`, computed from it elementwise."""
-        return Term(expr, adjoint.frame, adjoint.full)
 
     def partials(
         self, node: sympy.Basic, order: Mapping[sympy.Basic, None]
@@ -207,6 +210,42 @@ class ReverseSweep:
             suffixes.append(self.name(factor * suffixes[-1]))
         suffixes.reverse()
         return [(i, prefixes[i] * suffixes[i]) for i in indices]
+
+
+def _masked(adjoint: Term, cond: Boolean, expr: sympy.Expr) -> Term:
+    """The term `expr`, zero outside `cond` and outside `adjoint`'s own mask."""
+    mask = cond if adjoint.mask is None else sympy.And(adjoint.mask, cond)
+    return Term(expr, adjoint.frame, adjoint.full, mask)
+
+
+def _back(mask: Boolean | None, back: Mapping[sympy.Basic, sympy.Basic]) -> Boolean | None:
+    """`mask` with a kink's stand-ins replaced by its arguments."""
+    return None if mask is None else mask.xreplace(back)
+
+
+def _chain(adjoint: Term, partial: sympy.Expr) -> sympy.Expr:
+    """adjoint * partial, formed inside the adjoint's mask where the partial has a pole.
+
+    Note [Masked adjoints]: an adjoint that flowed through a `where` or a kink is zero
+    where that branch is not taken, and there the partial may be infinite (max(sqrt(s),
+    eps) at s = 0: its adjoint is 0, d sqrt(s)/ds is inf, and 0 * inf is NaN). The guard
+    pass cannot move s: sqrt(s) is a forward value, not a branch. So the product is
+    formed under the mask, where(mask, adjoint * partial, 0), which torch evaluates
+    without multiplying the untaken inf by zero. Partials without a pole multiply as
+    usual, so ordinary backward code is unchanged.
+    """
+    if adjoint.mask is None or not _has_pole(partial):
+        return adjoint.expr * partial
+    inner = adjoint.expr
+    if isinstance(inner, piecewise.Where) and inner.args[0] == adjoint.mask and inner.args[2] == 0:
+        inner = inner.args[1]  # where(m, a, 0) * p is where(m, a * p, 0)
+    mask = sympy.simplify_logic(adjoint.mask)  # a > e | a == e from max's two routes
+    return piecewise.where(mask, inner * partial, sympy.Integer(0))
+
+
+def _has_pole(expr: sympy.Basic) -> bool:
+    """Whether `expr` divides or takes a fractional power: it may be infinite somewhere."""
+    return any(not (p.exp.is_Integer and p.exp >= 0) for p in expr.atoms(sympy.Pow))
 
 
 def _active_nodes(expr: sympy.Expr, active: set[sympy.Basic]) -> dict[sympy.Basic, None]:
