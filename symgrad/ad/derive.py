@@ -38,7 +38,7 @@ from symgrad.ad.residuals import find_residuals
 from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -101,7 +101,7 @@ def derive(spec: Spec) -> Derived:
         return OutputGradients(output, grad, gradients, statements)
 
     frames: dict[sympy.Basic, dict[Input, Term]] = {}
-    parts = [differentiate(output) for output in spec.outputs]
+    parts = _zero_gradients(spec, [differentiate(output) for output in spec.outputs], frames)
     residuals = find_residuals(spec, intermediates, parts, tensors, differentiate)
     parts += residuals.values()
     declared = {i.symbol for i in spec.intermediates}
@@ -159,6 +159,34 @@ def derive(spec: Spec) -> Derived:
     if spec.inplace is None:
         return derived
     return dataclasses.replace(derived, inplace=inplace.derive_inplace(derived))
+
+
+def _zero_gradients(
+    spec: Spec, parts: list[OutputGradients], frames: dict[sympy.Basic, dict[Input, Term]]
+) -> list[OutputGradients]:
+    """The parts, with zeros for an input whose every term cancelled (`x - x`).
+
+    autograd differentiates the formula as written, so it gives such an input a gradient
+    of zeros, not None (Note [Cancelled shapes] in symgrad.language.broadcasts). The
+    zeros go to the first differentiable output that reads the input outside conditions.
+    """
+    definitions = {i.symbol: i.expr for i in spec.intermediates}
+    given = {i for part in parts for i in part.gradients}
+    result = list(parts)
+    for item in spec.differentiable_inputs:
+        if item in given:
+            continue
+        for index, part in enumerate(result):
+            output = part.output
+            if not output.differentiable or spec.override(output, item) is not None:
+                continue
+            if item.symbol in broadcasts.differentiable_reach(output.expr, definitions):
+                zeros = broadcasts.ZerosLike(part.grad)
+                frames[output.symbol][item] = Term(zeros, output.symbol, True)
+                gradients = {**part.gradients, item: zeros}
+                result[index] = dataclasses.replace(part, gradients=gradients)
+                break
+    return result
 
 
 def _fit_to_inputs(
@@ -407,6 +435,8 @@ def _partials(
                 partial = partial.xreplace(names)
                 if sympy.count_ops(partial) > _DOCSTRING_MAX_OPS:
                     partial = None
+            if partial is not None and partial.has(broadcasts.ZerosLike):
+                partial = sympy.Integer(0)  # an input whose terms cancelled
             if partial is not None and not partial.has(*_NOT_ELEMENTWISE):
                 partial = partial.xreplace({part.grad: sympy.Integer(1)})
             partials[(part.output.name, item.name)] = partial
