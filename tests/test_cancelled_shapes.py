@@ -154,3 +154,22 @@ def test_the_cpp_target_keeps_the_shape() -> None:
     assert "at::broadcast_tensors({x2, x1})[0].contiguous()" in source
     assert "at::full_like(x2, 0)" in source
     assert "at::zeros_like(grad_y)" in source
+
+
+def test_a_cancelled_number_keeps_nothing() -> None:
+    """`softmax(x) - k + k` is the softmax itself, differentiable, built as without k."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "CancelledNumber",
+            "inputs": {"x": "tensor", "k": {"type": "float", "default": 0.5}},
+            "outputs": {"y": "softmax(x, dim=-1) - softplus(k) + softplus(k)"},
+        }
+    )
+    source = symgrad.generate(spec)["cancelled_number.py"]
+    assert "broadcast_tensors" not in source and "softmax0" not in source
+    function = getattr(symgrad.load_module(spec), spec.module)
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    cotangent = torch.randn(2, 3, dtype=torch.float64)
+    (mine,) = torch.autograd.grad(function(x, 0.5), x, cotangent)
+    (want,) = torch.autograd.grad(torch.softmax(x, dim=-1), x, cotangent)
+    torch.testing.assert_close(mine, want)

@@ -314,7 +314,11 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
-    statements = [Assignment(s.target, _rewrite(s.expr)) for s in statements]
+    tensors = _tensor_values(spec, statements)
+    statements = [
+        Assignment(s.target, _rewrite(broadcasts.drop_number_witnesses(s.expr, tensors)))
+        for s in statements
+    ]
     statements = _name_shared_values(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)

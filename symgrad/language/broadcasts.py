@@ -16,7 +16,7 @@ the backward gives them `ZerosLike(grad)`, summed to their shape as any gradient
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import sympy
@@ -126,3 +126,19 @@ def differentiable_reach(
         else:
             stack.extend(node.args)
     return reached
+
+
+def drop_number_witnesses(expr: sympy.Expr, tensors: Collection[sympy.Basic]) -> sympy.Expr:
+    """`expr` without the witnesses that hold no tensor: numbers add no dimension.
+
+    (`k * x / k` with a number k keeps nothing, so the forward is built as before.)
+    """
+
+    def prune(node: Broadcast) -> sympy.Expr:
+        kept = [w for w in node.witnesses if w.free_symbols & set(tensors)]
+        return Broadcast(node.value, *kept) if kept else node.value
+
+    if not expr.has(Broadcast):
+        return expr
+    result: sympy.Expr = expr.replace(lambda n: isinstance(n, Broadcast), prune)
+    return result
