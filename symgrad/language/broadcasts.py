@@ -79,8 +79,11 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
 
 def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Basic:
     """`result`, wrapped in a `Broadcast` where building it lost leaves of its operands."""
-    if isinstance(result, reductions.Reduction) or piecewise.is_condition(result):
-        return result  # a reduction consumes its argument's shape; conditions keep theirs
+    operands = list(operands)
+    if isinstance(result, reductions.Reduction) and result.argument in operands:
+        return result  # the reduction call itself consumes its argument's shape
+    if piecewise.is_condition(result):
+        return result  # conditions are never folded
     written: set[sympy.Basic] = set()
     for operand in operands:
         written |= leaves(operand)

@@ -221,7 +221,7 @@ class AtenPrinter(ArithmeticPrinter):
                 else f"at::broadcast_tensors({{{', '.join(sources)}}})[0]"
             )
             return f"at::full_like({like}, {value})"
-        return f"at::broadcast_tensors({{{value}, {', '.join(sources)}}})[0].contiguous()"
+        return f"at::broadcast_tensors({{{value}, {', '.join(sources)}}})[0].clone()"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         return f"at::zeros_like({self._print(expr.args[0])})"

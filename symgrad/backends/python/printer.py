@@ -200,7 +200,11 @@ class TorchPrinter(ArithmeticPrinter):
         return f"{self.helpers['sum_to']}({value}, {shape}, {frame})"
 
     def _print_Broadcast(self, expr: broadcasts.Broadcast) -> str:
-        """The value in the shape of the expression as written (Note [Cancelled shapes])."""
+        """The value in the shape of the expression as written (Note [Cancelled shapes]).
+
+        Cloned: a view of a named value, which the Function may also return as a saved
+        value (not differentiable), would make the output not differentiable either.
+        """
         value = self._print(expr.value)
         sources = [self._print(s) for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
         sources = [s for s in sources if s != value]
@@ -213,7 +217,7 @@ class TorchPrinter(ArithmeticPrinter):
                 else f"torch.broadcast_tensors({', '.join(sources)})[0]"
             )
             return f"torch.full_like({like}, {value})"
-        return f"torch.broadcast_tensors({value}, {', '.join(sources)})[0].contiguous()"
+        return f"torch.broadcast_tensors({value}, {', '.join(sources)})[0].clone()"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         return f"torch.zeros_like({self._print(expr.args[0])})"
