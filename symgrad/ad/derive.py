@@ -181,8 +181,8 @@ def _zero_gradients(
             if not output.differentiable or spec.override(output, item) is not None:
                 continue
             if item.symbol in broadcasts.differentiable_reach(output.expr, definitions):
-                zeros = broadcasts.ZerosLike(part.grad)
-                frames[output.symbol][item] = Term(zeros, output.symbol, True)
+                zeros = broadcasts.ZerosLike(part.grad, reductions.ShapeOf(item.symbol))
+                frames[output.symbol][item] = Term(zeros, item.symbol, True)
                 gradients = {**part.gradients, item: zeros}
                 result[index] = dataclasses.replace(part, gradients=gradients)
                 break

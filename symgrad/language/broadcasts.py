@@ -11,7 +11,7 @@ an expression that cancels nothing is built exactly as before.
 
 An input whose terms cancelled still takes part in the computation for autograd, which
 gives it a gradient of zeros (not None); `differentiable_reach` finds such inputs, and
-the backward gives them `ZerosLike(grad)`, summed to their shape as any gradient is.
+the backward gives them `ZerosLike(grad, ShapeOf(input))`, zeros of their shape.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class Broadcast(sympy.Function):
 
 
 class ZerosLike(sympy.Function):
-    """`ZerosLike(value)`: zeros of the shape of `value`, the gradient of a cancelled input."""
+    """`ZerosLike(grad, ShapeOf(input))`: zeros of the input's shape, in grad's dtype and
+    device; the gradient of an input whose terms cancelled."""
 
     name = "zeros_like"
 

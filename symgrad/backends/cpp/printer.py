@@ -224,7 +224,8 @@ class AtenPrinter(ArithmeticPrinter):
         return f"at::broadcast_tensors({{{value}, {', '.join(sources)}}})[0].clone()"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
-        return f"at::zeros_like({self._print(expr.args[0])})"
+        grad, shape = (self._print(arg) for arg in expr.args)
+        return f"at::zeros({shape}, {grad}.options())"
 
     def _operand(self, expr: sympy.Basic) -> str:
         """`expr` printed so that a method call can follow it: `x`, `f(x)` or `(a + b)`."""

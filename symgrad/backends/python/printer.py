@@ -220,7 +220,8 @@ class TorchPrinter(ArithmeticPrinter):
         return f"torch.broadcast_tensors({value}, {', '.join(sources)})[0].clone()"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
-        return f"torch.zeros_like({self._print(expr.args[0])})"
+        grad, shape = (self._print(arg) for arg in expr.args)
+        return f"{grad}.new_zeros({shape})"
 
 
 def _dims(dims: tuple[int, ...]) -> str:
