@@ -18,11 +18,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
 
 import sympy
 
-from symgrad.ad import cheapen, forward_mode, fuse, guards, inplace, reuse, saving, stable
+from symgrad.ad import (
+    cheapen,
+    forward_mode,
+    fuse,
+    gradient_parts,
+    guards,
+    inplace,
+    reuse,
+    saving,
+    stable,
+)
 from symgrad.ad.ir import (
     Assignment,
     BackwardPlan,
@@ -35,10 +44,10 @@ from symgrad.ad.ir import (
     integral_floats,
 )
 from symgrad.ad.residuals import find_residuals
-from symgrad.ad.reverse import ReverseSweep, Term, fit
+from symgrad.ad.reverse import ReverseSweep, Term
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -101,13 +110,15 @@ def derive(spec: Spec) -> Derived:
         return OutputGradients(output, grad, gradients, statements)
 
     frames: dict[sympy.Basic, dict[Input, Term]] = {}
-    parts = [differentiate(output) for output in spec.outputs]
+    parts = gradient_parts.zero_cancelled_inputs(
+        spec, [differentiate(output) for output in spec.outputs], frames
+    )
     residuals = find_residuals(spec, intermediates, parts, tensors, differentiate)
     parts += residuals.values()
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
     partials = _partials(parts[: len(spec.outputs)], temporaries)
-    parts = _fit_to_inputs(parts, frames, shapes)
+    parts = gradient_parts.fit_to_inputs(parts, frames, shapes)
     function_outputs = [*spec.outputs, *(part.output for part in residuals.values())]
     reuse_values = functools.partial(reuse.reuse_forward_values, values=known_values)
     named_calls = {
@@ -118,7 +129,9 @@ def derive(spec: Spec) -> Derived:
     tangents = forward_mode.derive_tangents(
         spec, forward, function_outputs, guard, reuse_values, namer, named_calls
     )
-    parts, tangents, shape_facts = _name_shape_facts(parts, tangents, forward, spec, namer)
+    parts, tangents, shape_facts = gradient_parts.name_shape_facts(
+        parts, tangents, forward, spec, namer
+    )
     recomputed = [a for a in intermediates if a.target not in residuals]
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     plan = plan_backward(spec, recomputed, parts, namer)
@@ -159,91 +172,6 @@ def derive(spec: Spec) -> Derived:
     if spec.inplace is None:
         return derived
     return dataclasses.replace(derived, inplace=inplace.derive_inplace(derived))
-
-
-def _fit_to_inputs(
-    parts: Sequence[OutputGradients],
-    frames: Mapping[sympy.Basic, Mapping[Input, Term]],
-    shapes: reductions.Shapes,
-) -> list[OutputGradients]:
-    """The parts, with gradient terms summed to their input's shape where needed.
-
-    The emitter adds up the parts of an input's gradient and sums the total to the
-    input's shape once. That is exact when every part has the same frame and fills it
-    by itself (a part is absent when its output got no gradient); otherwise each part
-    is summed to the input's shape first (Note [Frames of gradient terms] in
-    symgrad.ad.reverse).
-    """
-    fitted: dict[tuple[sympy.Basic, Input], sympy.Expr] = {}
-    inputs = {i for part in parts for i in part.gradients}
-    for item in inputs:
-        terms = {
-            p.output.symbol: frames[p.output.symbol][item] for p in parts if item in p.gradients
-        }
-        shape = shapes.of(item.symbol)
-        kinds = {shapes.of(t.frame) for t in terms.values()}
-        if len(kinds) == 1 and (kinds == {shape} or all(t.full for t in terms.values())):
-            continue
-        for output, term in terms.items():
-            fitted[(output, item)] = fit(term, item.symbol, shapes, exact=False).expr
-    return [
-        OutputGradients(
-            part.output,
-            part.grad,
-            {i: fitted.get((part.output.symbol, i), g) for i, g in part.gradients.items()},
-            part.statements,
-        )
-        for part in parts
-    ]
-
-
-def _name_shape_facts(
-    parts: Sequence[OutputGradients],
-    tangents: forward_mode.Tangents,
-    forward: Sequence[Assignment],
-    spec: Spec,
-    namer: Namer,
-) -> tuple[list[OutputGradients], forward_mode.Tangents, tuple[Assignment, ...]]:
-    """Replace each `ShapeFact` (a mean's divisor, a reduced shape) by a name.
-
-    Facts that are equal as functions of the input shapes share a name; the emitter
-    computes each once, from the input shapes, for the backward and the jvp.
-    """
-    shapes = reductions.Shapes(
-        {a.target: a.expr for a in forward}, {i.symbol for i in spec.tensor_inputs}
-    )
-    by_key: dict[Any, sympy.Symbol] = {}
-    found: dict[sympy.Basic, sympy.Symbol] = {}
-    named: list[Assignment] = []
-    expressions: list[sympy.Expr] = []
-    for part in parts:
-        expressions += [*part.gradients.values(), *(s.expr for s in part.statements)]
-    expressions += [s.expr for s in tangents.statements]
-    expressions += [t for t in tangents.outputs if t is not None]
-    for expr in expressions:
-        for fact in sorted(expr.atoms(reductions.ShapeFact), key=sympy.default_sort_key):
-            key = (type(fact), shapes.of(fact.argument), fact.args[1:])
-            if key not in by_key:
-                by_key[key] = namer.temporary()
-                named.append(Assignment(by_key[key], fact))
-            found[fact] = by_key[key]
-    if not found:
-        return list(parts), tangents, ()
-    renamed = [
-        OutputGradients(
-            part.output,
-            part.grad,
-            {i: g.xreplace(found) for i, g in part.gradients.items()},
-            tuple(Assignment(s.target, s.expr.xreplace(found)) for s in part.statements),
-        )
-        for part in parts
-    ]
-    renamed_tangents = forward_mode.Tangents(
-        tangents.inputs,
-        tuple(Assignment(s.target, s.expr.xreplace(found)) for s in tangents.statements),
-        tuple(None if t is None else t.xreplace(found) for t in tangents.outputs),
-    )
-    return renamed, renamed_tangents, tuple(named)
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:
@@ -288,7 +216,11 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
     # In torch's stable primitives, matched across `where` names (symgrad.ad.stable).
     statements = stable.stabilize_statements(statements, {o.symbol for o in spec.outputs})
-    statements = [Assignment(s.target, _rewrite(s.expr)) for s in statements]
+    tensors = _tensor_values(spec, statements)
+    statements = [
+        Assignment(s.target, _rewrite(broadcasts.drop_number_witnesses(s.expr, tensors)))
+        for s in statements
+    ]
     statements = _name_shared_values(statements, namer, {o.symbol for o in spec.outputs})
     temporaries, reduced = cse([s.expr for s in statements], namer)
     pending = list(temporaries)
@@ -411,6 +343,8 @@ def _partials(
                 partial = partial.xreplace(names)
                 if sympy.count_ops(partial) > _DOCSTRING_MAX_OPS:
                     partial = None
+            if partial is not None and partial.has(broadcasts.ZerosLike):
+                partial = sympy.Integer(0)  # an input whose terms cancelled
             if partial is not None and not partial.has(*_NOT_ELEMENTWISE):
                 partial = partial.xreplace({part.grad: sympy.Integer(1)})
             partials[(part.output.name, item.name)] = partial

@@ -19,7 +19,7 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import calls
-from symgrad.language import functions, piecewise
+from symgrad.language import broadcasts, functions, piecewise
 from symgrad.language.names import is_function_name
 
 # Bounds that keep parsing and later symbolic work finite for any input.
@@ -63,6 +63,8 @@ class _Builder:
         self.location = location
         self.style = style
         self.node_count = 0
+        # The operands built so far under each node being built (innermost last).
+        self.operands: list[list[sympy.Basic]] = []
 
     def error(self, node: ast.AST | None, message: str) -> SpecError:
         """An error pointing at `node` inside the expression."""
@@ -89,7 +91,12 @@ class _Builder:
         method = getattr(self, f"build_{type(node).__name__}", None)
         if method is None:
             raise self.error(node, f"{_describe(node)} is not allowed in an expression")
-        result: sympy.Expr = method(node, depth + 1)
+        self.operands.append([])
+        built: sympy.Expr = method(node, depth + 1)
+        # Note [Cancelled shapes] in symgrad.language.broadcasts: x - x keeps x's shape.
+        result: sympy.Expr = broadcasts.keep_shape(built, self.operands.pop())
+        if self.operands:
+            self.operands[-1].append(result)
         return result
 
     def build_Constant(self, node: ast.Constant, depth: int) -> sympy.Expr:

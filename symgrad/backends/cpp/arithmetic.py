@@ -21,7 +21,7 @@ from sympy.printing.str import StrPrinter
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.spellings import SPELLINGS, double_literal, is_one_operand, power_chain
 from symgrad.backends.statements import value_tensors
-from symgrad.language import functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
 
 # Integers from this size on print as doubles (exact up to 2**53): a C++ int literal
 # stops at 2**31 - 1.
@@ -327,6 +327,8 @@ _PRINTABLE_TYPES = (
     reductions.Normalization,
     reductions.Unsqueeze,
     reductions.SumTo,
+    broadcasts.Broadcast,
+    broadcasts.ZerosLike,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

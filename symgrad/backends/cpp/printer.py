@@ -16,7 +16,7 @@ from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
-from symgrad.language import activations, functions, piecewise, pullbacks, reductions
+from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
 
 
 class AtenPrinter(ArithmeticPrinter):
@@ -206,6 +206,26 @@ class AtenPrinter(ArithmeticPrinter):
         value, shape, frame = (self._print(arg) for arg in expr.args)
         self.used_helpers.add("sum_to")
         return f"{self.helpers['sum_to']}({value}, {shape}, {frame})"
+
+    def _print_Broadcast(self, expr: broadcasts.Broadcast) -> str:
+        """The value in the shape of the expression as written (Note [Cancelled shapes])."""
+        value = self._print(expr.value)
+        sources = [self._print(s) for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        sources = [s for s in sources if s != value]
+        if not sources:  # the witnesses are numbers: they add no dimension
+            return value
+        if not self.is_tensor(expr.value):
+            like = (
+                sources[0]
+                if len(sources) == 1
+                else f"at::broadcast_tensors({{{', '.join(sources)}}})[0]"
+            )
+            return f"at::full_like({like}, {value})"
+        return f"at::broadcast_tensors({{{value}, {', '.join(sources)}}})[0].clone()"
+
+    def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
+        grad, shape = (self._print(arg) for arg in expr.args)
+        return f"at::zeros({shape}, {grad}.options())"
 
     def _operand(self, expr: sympy.Basic) -> str:
         """`expr` printed so that a method call can follow it: `x`, `f(x)` or `(a + b)`."""

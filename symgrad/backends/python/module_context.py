@@ -281,11 +281,12 @@ def _fused_context(
 
 
 def has_jvp(derived: Derived) -> bool:
-    """Whether the Function gets a jvp: some input has a tangent that reaches an output."""
+    """Whether the Function gets a jvp: some input has a tangent.
+
+    Even when every output's tangent is zero: autograd's jvp of `x - x` is zeros.
+    """
     jvp = derived.jvp
-    if jvp is None or all(t is None for t in jvp.tangents):
-        return False
-    return any(t is not None and t != 0 for t in jvp.outputs)
+    return jvp is not None and any(t is not None for t in jvp.tangents)
 
 
 def _jvp_context(

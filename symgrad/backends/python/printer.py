@@ -16,7 +16,7 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.arithmetic import ArithmeticPrinter
 from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
-from symgrad.language import activations, functions, piecewise, pullbacks, reductions
+from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
 
 
 class TorchPrinter(ArithmeticPrinter):
@@ -198,6 +198,30 @@ class TorchPrinter(ArithmeticPrinter):
     def _print_SumTo(self, expr: reductions.SumTo) -> str:
         value, shape, frame = (self._print(arg) for arg in expr.args)
         return f"{self.helpers['sum_to']}({value}, {shape}, {frame})"
+
+    def _print_Broadcast(self, expr: broadcasts.Broadcast) -> str:
+        """The value in the shape of the expression as written (Note [Cancelled shapes]).
+
+        Cloned: a view of a named value, which the Function may also return as a saved
+        value (not differentiable), would make the output not differentiable either.
+        """
+        value = self._print(expr.value)
+        sources = [self._print(s) for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        sources = [s for s in sources if s != value]
+        if not sources:  # the witnesses are numbers: they add no dimension
+            return value
+        if not self.is_tensor(expr.value):
+            like = (
+                sources[0]
+                if len(sources) == 1
+                else f"torch.broadcast_tensors({', '.join(sources)})[0]"
+            )
+            return f"torch.full_like({like}, {value})"
+        return f"torch.broadcast_tensors({value}, {', '.join(sources)})[0].clone()"
+
+    def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
+        grad, shape = (self._print(arg) for arg in expr.args)
+        return f"{grad}.new_zeros({shape})"
 
 
 def _dims(dims: tuple[int, ...]) -> str:
