@@ -352,6 +352,50 @@ def prelu_builder(call: Call, dtype: torch.dtype) -> Case | str:
     return Case(_spec(inputs, "where(x > 0, x, w * x)"), bind)
 
 
+def _cosine_norm(x: str, dim: int) -> str:
+    return f"max(sqrt(sum({x}**2, dim={dim}, keepdim=True)), eps)"
+
+
+def cosine_similarity_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """cosine_similarity as ATen computes it: each operand over its clamped norm, then summed.
+
+    ATen clamps the norms under no_grad, so where 0 < norm < eps its gradient still runs
+    through the norm; the spec's `max` follows the formula (no sample has such a norm).
+    torch broadcasts the operands before the norms: where that broadcast spans the reduced
+    dim, the sample's operands are expanded first (torch's expand sums their gradients).
+    """
+    params = (P("x1"), P("x2"), P("dim", "dim", 1), P("eps", "eps", 1e-8))
+    operands = _gather(params, call)
+    if isinstance(operands, str):
+        return operands
+    x1, x2, dim = operands["x1"], operands["x2"], operands["dim"]
+    if not isinstance(x1, torch.Tensor) or not isinstance(x2, torch.Tensor):
+        return "a number operand"
+    shape = torch.broadcast_shapes(x1.shape, x2.shape)
+    expand = any(_spans(x.shape, shape, dim) for x in (x1, x2))
+    tensors = {k: operands[k].expand(shape) if expand else operands[k] for k in ("x1", "x2")}
+    inputs = _declare({**tensors, "eps": operands["eps"]}, dtype)
+    if isinstance(inputs, str):
+        return inputs
+    normalized = f"(x1 / {_cosine_norm('x1', dim)}) * (x2 / {_cosine_norm('x2', dim)})"
+
+    def bind(call: Call) -> dict[str, Any]:
+        gathered = _gather(params, call)
+        assert not isinstance(gathered, str)
+        bound = {k: gathered[k].expand(shape) if expand else gathered[k] for k in ("x1", "x2")}
+        return {**bound, "eps": float(gathered["eps"])}
+
+    return Case(_spec(inputs, f"sum({normalized}, dim={dim})"), bind)
+
+
+def _spans(own: torch.Size, shape: torch.Size, dim: int) -> bool:
+    """Whether broadcasting `own` to `shape` spans `dim` (of `shape`)."""
+    if not shape:
+        return False
+    index = dim % len(shape) - (len(shape) - len(own))
+    return index < 0 or own[index] != shape[dim % len(shape)]
+
+
 def _int_arg(call: Call) -> int | None:
     if len(call.args) == 1 and isinstance(call.args[0], int) and not call.kwargs:
         return int(call.args[0])
@@ -537,7 +581,13 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("clamp_min", "", ufunc("max(x, y)", _X, P("y", "min"))),
     OpMapping("clamp_max", "", ufunc("min(x, y)", _X, P("y", "max"))),
     OpMapping("copysign", "", ufunc("where(y >= 0, abs(x), -abs(x))", _X, _Y)),
-    OpMapping("logaddexp", "", ufunc("max(x, y) + log1p(exp(-abs(x - y)))", _X, _Y)),
+    OpMapping("logaddexp", "", ufunc("logaddexp(x, y)", _X, _Y)),
+    OpMapping(
+        "logaddexp",
+        "",
+        ufunc("max(x, y) + log1p(exp(-abs(x - y)))", _X, _Y),
+        label="composite",
+    ),
     OpMapping(
         "logaddexp2",
         "",
@@ -557,6 +607,7 @@ MAPPINGS: list[OpMapping] = [
     ),
     OpMapping("lerp", "", ufunc("x + w * (y - x)", _X, P("y", "end"), P("w", "weight"))),
     OpMapping("where", "", where_builder),
+    OpMapping("nn.functional.cosine_similarity", "", cosine_similarity_builder),
     OpMapping("clamp", "", clamp_builder),
     # Activations of torch.nn.functional.
     OpMapping(

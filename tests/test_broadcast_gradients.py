@@ -100,6 +100,22 @@ CASES = {
     "kept sum over dim 0 of a 0-d tensor": Case(
         {"y": "sum(x, dim=0, keepdim=True) * x"}, {"x": ()}, lambda x: x.sum(0, keepdim=True) * x
     ),
+    "cosine similarity over dim 0 of 0-d inputs": Case(
+        {"y": "sum(a * b, dim=0) / (sqrt(sum(a**2, dim=0)) * sqrt(sum(b**2, dim=0)))"},
+        {"a": (), "b": ()},
+        lambda a, b: (a * b).sum(0) / ((a**2).sum(0).sqrt() * (b**2).sum(0).sqrt()),
+    ),
+    "cosine similarity over dim 0 of 1-d inputs, clamped": Case(
+        {"y": "sum(a * b, dim=0) / max(sqrt(sum(a**2, dim=0)) * sqrt(sum(b**2, dim=0)), 1e-8)"},
+        {"a": (5,), "b": (5,)},
+        lambda a, b: (a * b).sum(0)
+        / torch.clamp_min((a**2).sum(0).sqrt() * (b**2).sum(0).sqrt(), 1e-8),
+    ),
+    "sum over dims 0 and 2 of a product, times a vector": Case(
+        {"y": "sum(x * w, dim=[0, 2]) * v"},
+        {"x": (2, 3, 4), "w": (4,), "v": (3,)},
+        lambda x, w, v: (x * w).sum((0, 2)) * v,
+    ),
     "dice loss with a constant target": Case(
         {"loss": "1 - (2 * sum(p * t, dim=-1) + 1) / (sum(p, dim=-1) + sum(t, dim=-1) + 1)"},
         {"p": (4, 5), "t": (4, 5)},

@@ -206,6 +206,12 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
         "(1 + at::sum(x, at::IntArrayRef{-1, -2})).unsqueeze(-1).unsqueeze(-2)",
     ),
     (reductions.Unsqueeze(LO, 0), "lo"),
+    # Leading dims need no size-1 dimension (and a 0-d argument must get none).
+    (reductions.Unsqueeze(reduce("sum", X, (0,), False), 0), "at::sum(x, at::IntArrayRef{0})"),
+    (
+        reductions.Unsqueeze(reduce("sum", X, (0, 1, 3), False), 0, 1, 3),
+        "at::sum(x, at::IntArrayRef{0, 1, 3}).unsqueeze(1)",
+    ),
     (reductions.SumTo(X * Y, R_SHAPE, X_SHAPE), "sum_to(x*y, r_shape, x_shape)"),
 ]
 

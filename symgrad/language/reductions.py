@@ -12,6 +12,11 @@ and flags are never pulled out as common subexpressions.
 Note [Stable logsumexp]: `logsumexp` is a primitive (torch.logsumexp subtracts the
 maximum), and its adjoint is written `exp(argument - logsumexp)`, which is at most 1, so
 neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ...))`.
+
+Note [Reductions of 0-d tensors]: torch reduces a 0-d tensor over dim 0 (or -1) to a
+0-d tensor: no dimension goes. The adjoint's `unsqueeze` must then add none either, or
+the gradient of a 0-d input comes out with shape [1]. Leading dims never need one
+(`restoring_unsqueezes`), which covers dim=0.
 """
 
 from __future__ import annotations
@@ -257,6 +262,25 @@ def unsqueeze_order(dims: tuple[int, ...]) -> tuple[int, ...]:
     negative ones count from the back, so -1 goes back first, then -2, and so on.
     """
     return tuple(sorted(dims, reverse=dims[0] < 0))
+
+
+def restoring_unsqueezes(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The `unsqueeze` calls, in order, that make a value reduced over `dims` broadcast
+    against the reduction's argument.
+
+    torch aligns shapes at their last dimension, so leading reduced dims (0, 1, ..., k-1)
+    need no size-1 dimension: a sum over dim 0 of shape [b] already broadcasts against
+    [a, b]. Leaving them out is also what keeps a 0-d argument 0-d, for which torch
+    takes dim=0 and whose reduction removes no dimension (Note [Reductions of 0-d
+    tensors]). The dims after that prefix move down by its length.
+    """
+    order = unsqueeze_order(dims)
+    if order[0] < 0:
+        return order
+    leading = 0
+    while leading < len(order) and order[leading] == leading:
+        leading += 1
+    return tuple(d - leading for d in order[leading:])
 
 
 # A shape, as a function of the input shapes:

@@ -192,7 +192,7 @@ class TorchPrinter(ArithmeticPrinter):
         if not self.is_tensor(value):
             return self._print(value)
         return self._operand(value) + "".join(
-            f".unsqueeze({d})" for d in reductions.unsqueeze_order(expr.dims)
+            f".unsqueeze({d})" for d in reductions.restoring_unsqueezes(expr.dims)
         )
 
     def _print_SumTo(self, expr: reductions.SumTo) -> str:
