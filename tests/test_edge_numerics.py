@@ -11,6 +11,7 @@ known without second derivatives).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 import sympy
@@ -20,6 +21,7 @@ from symgrad.api import generate, load_module, spec_from_dict
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language.piecewise import Gt, Minimum, where
+from tests.extreme_subjects import idiom_subjects, over_exact
 
 Reference = Callable[..., torch.Tensor]
 
@@ -148,3 +150,31 @@ def test_a_constant_beside_a_condition_takes_the_compared_values_dtype() -> None
     assert "torch.tensor(0.25, dtype=x.dtype)" in python
     cpp = AtenPrinter(frozenset({x, c}), conditions={c: Gt(x, 0)}).doprint(guarded)
     assert "at::scalar_tensor(0.25, at::TensorOptions().dtype(x.scalar_type()))" in cpp
+
+
+# Alpha compositing "over" (issue 28, item 8) at a_s = 1e-30 and a_d = 0: the backward
+# reads the saved color in c - color, where num * alpha**-2 cancelled to 6e-4 off. At
+# a_s = 0, a_d = 1e-30 d/da_d is 1, where autograd of the formula as written says 0.
+ALPHA_OVER_POINTS = [
+    (1e-30, 1e-4, 0.0, 0.9999),
+    (1e-4, 0.0, 0.9999, 0.5),
+    (0.0, 1e-30, 1.0, 0.5),
+]
+
+
+@pytest.mark.parametrize("point", ALPHA_OVER_POINTS)
+def test_alpha_over_gradients_do_not_cancel_a_reciprocal(point: tuple[float, ...]) -> None:
+    (subject,) = [s for s in idiom_subjects() if s.name == "alpha_over"]
+    assert isinstance(subject.spec, dict)
+    spec = spec_from_dict(subject.spec, "<alpha_over>")
+    function = load_module(spec).alpha_over
+
+    def gradients(f: Callable[..., Any], dtype: torch.dtype) -> list[float]:
+        xs = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in point]
+        alpha, color = f(*xs)
+        return [float(g) for g in torch.autograd.grad(alpha + color, xs)]
+
+    for mine, want in zip(
+        gradients(function, torch.float32), gradients(over_exact, torch.float64), strict=True
+    ):
+        assert abs(mine - want) <= 1e-6 * abs(want), (point, mine, want)
