@@ -352,10 +352,6 @@ KNOWN_FAILING: dict[str, str] = {
         "the spec's sum(a * b) underflows in float32 at a = b = ±1e-30 (y = 0 for "
         "1.6e-43); torch normalizes before the product"
     ),
-    "example/bce_with_logits": (
-        "found by this suite: d/dt is log_sigmoid(x) - log_sigmoid(-x), which cancels "
-        "near x = 0 where it is exactly -x / n (at x = 1e-4: 4e-10 off, 5e-12 allowed)"
-    ),
 }
 
 # What CI runs (tests/test_extreme_values.py): subjects quick to check that cover each
