@@ -10,8 +10,7 @@ Forward:
 Derivatives:
     dloss/dx = (t*expm1(log_sigmoid(x)) + (-1 +
         t)*expm1(log_sigmoid(-x)))/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
-    dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-t*log_sigmoid(x) - (1 -
-        t)*log_sigmoid(-x))
+    dloss/dt = -x/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
 """
 
 from __future__ import annotations
@@ -168,7 +167,7 @@ class BCEWithLogits(torch.autograd.Function):
                 _t2,
             )
         if need_t:
-            grad_t = _sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2)
+            grad_t = _sum_to((-_t4) * x, _t3, _t2)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_t, t.shape)
 
     @staticmethod
@@ -183,14 +182,10 @@ class BCEWithLogits(torch.autograd.Function):
         log_sigmoid1 = torch.nn.functional.logsigmoid(-x)
         tangent_loss = torch.mean(
             torch.addcmul(
-                torch.addcmul(
-                    t * tangent_x * torch.expm1(log_sigmoid0)
-                    + tangent_x * (-1 + t) * torch.expm1(log_sigmoid1),
-                    log_sigmoid1,
-                    tangent_t,
-                ),
-                log_sigmoid0,
+                t * tangent_x * torch.expm1(log_sigmoid0)
+                + tangent_x * (-1 + t) * torch.expm1(log_sigmoid1),
                 tangent_t,
+                x,
                 value=-1,
             )
         )

@@ -11,22 +11,20 @@ Forward:
 Derivatives:
     grad_a from y = 2*a*unsqueeze(sum_to(where(~(eps > sqrt(sum(a**2, dim=-1))),
         (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(a**2, dim=-1)) >
-        eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
-        dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)**2*max(sqrt(sum(b**2, dim=-1)),
-        eps)))) + where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2, dim=-1)) <
-        eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-        eps)**2*max(sqrt(sum(b**2, dim=-1)), eps))), 0))/(2*sqrt(sum(a**2, dim=-1))),
-        0), sum(a**2, dim=-1)), -1) +
-        sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
+        eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2,
+        dim=-1)), eps))) + where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2,
+        dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps)),
+        0))/(2*sqrt(sum(a**2, dim=-1))), 0), sum(a**2, dim=-1)), -1) +
+        sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+        eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), a)
     grad_b from y = 2*b*unsqueeze(sum_to(where(~(eps > sqrt(sum(b**2, dim=-1))),
         (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(b**2, dim=-1)) >
-        eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
-        dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2, dim=-1)),
-        eps)**2))) + where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2, dim=-1))
-        < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-        eps)*max(sqrt(sum(b**2, dim=-1)), eps)**2)), 0))/(2*sqrt(sum(b**2, dim=-1))),
-        0), sum(b**2, dim=-1)), -1) +
-        sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
+        eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2,
+        dim=-1)), eps))) + where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2,
+        dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps)),
+        0))/(2*sqrt(sum(b**2, dim=-1))), 0), sum(b**2, dim=-1)), -1) +
+        sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+        eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), b)
 """
 
 from __future__ import annotations
@@ -135,7 +133,7 @@ class CosineSimilarity(torch.autograd.Function):
     @staticmethod
     def forward(
         a: torch.Tensor, b: torch.Tensor, eps: float = 1e-08
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         sum0 = torch.sum(a**2, dim=-1)
         sqrt1 = torch.sqrt(sum0)
         sum2 = torch.sum(b**2, dim=-1)
@@ -145,17 +143,17 @@ class CosineSimilarity(torch.autograd.Function):
             torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
             * torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
         )
-        return y, sqrt1, sqrt3, sum4
+        return y, sqrt1, sqrt3
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, b, eps = inputs
-        y, sqrt1, sqrt3, sum4 = output
+        y, sqrt1, sqrt3 = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(a, b, sqrt1, sqrt3, sum4)
+        ctx.save_for_backward(a, b, y, sqrt1, sqrt3)
         ctx.numbers = (eps,)
-        ctx.save_for_forward(a, b, sqrt1, sqrt3, sum4)
-        ctx.output_shapes = (y.shape, sqrt1.shape, sqrt3.shape, sum4.shape)
+        ctx.save_for_forward(a, b, y, sqrt1, sqrt3)
+        ctx.output_shapes = (y.shape, sqrt1.shape, sqrt3.shape)
         ctx.tangent_shapes = (a.shape, b.shape)
         _t0 = a.shape
         _t1 = _reduced_shape(a.shape, (-1,), keepdim=False)
@@ -180,9 +178,8 @@ class CosineSimilarity(torch.autograd.Function):
         grad_y: torch.Tensor | None,
         grad_sqrt1: torch.Tensor | None,
         grad_sqrt3: torch.Tensor | None,
-        grad_sum4: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        a, b, sqrt1, sqrt3, sum4 = ctx.saved_tensors
+        a, b, y, sqrt1, sqrt3 = ctx.saved_tensors
         (eps,) = ctx.numbers
         _t0, _t1, _t2, _t3, _t4, _t5, _t6 = ctx.shape_facts
         need_a, need_b, _ = ctx.needs_input_grad
@@ -195,19 +192,16 @@ class CosineSimilarity(torch.autograd.Function):
             _t10 = 2 * b
         if grad_y is not None:
             if need_a or need_b:
-                _t11 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
-                _t12 = 1 / _t11
-                _t13 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
-                _t14 = 1 / _t13 * grad_y
-                _t15 = _sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1)
+                _t11 = y * grad_y
+                _t12 = 1 / torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+                _t13 = 1 / torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
+                _t14 = _sum_to(_t13 * _t12 * grad_y, _t2, _t3).unsqueeze(-1)
             if need_a:
-                _t16 = torch.where(
-                    (sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13 * grad_y)
-                )
-                _t17 = sqrt1 > eps
-                _t18 = torch.addcmul(
-                    torch.where(_t17, _t16, 0),
-                    torch.where(_t17, 0, _t16),
+                _t15 = torch.where((sqrt1 < eps), 0, (-_t12) * _t11)
+                _t16 = sqrt1 > eps
+                _t17 = torch.addcmul(
+                    torch.where(_t16, _t15, 0),
+                    torch.where(_t16, 0, _t15),
                     torch.where(
                         (sqrt1 == eps),
                         torch.tensor(
@@ -225,21 +219,19 @@ class CosineSimilarity(torch.autograd.Function):
                 grad_a = _accumulate(
                     grad_a,
                     torch.addcmul(
-                        _sum_to(_t15 * b, _t0, _t4),
+                        _sum_to(_t14 * b, _t0, _t4),
                         _t8,
                         _sum_to(
-                            torch.where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3
+                            torch.where((~(eps > sqrt1)), _t7 * _t17, 0), _t1, _t3
                         ).unsqueeze(-1),
                     ),
                 )
             if need_b:
-                _t19 = torch.where(
-                    (sqrt3 < eps), 0, ((-1 / _t11) * _t14) * (sum4 / _t11)
-                )
-                _t20 = sqrt3 > eps
-                _t21 = torch.addcmul(
-                    torch.where(_t20, _t19, 0),
-                    torch.where(_t20, 0, _t19),
+                _t18 = torch.where((sqrt3 < eps), 0, (-_t13) * _t11)
+                _t19 = sqrt3 > eps
+                _t20 = torch.addcmul(
+                    torch.where(_t19, _t18, 0),
+                    torch.where(_t19, 0, _t18),
                     torch.where(
                         (sqrt3 == eps),
                         torch.tensor(
@@ -257,10 +249,10 @@ class CosineSimilarity(torch.autograd.Function):
                 grad_b = _accumulate(
                     grad_b,
                     torch.addcmul(
-                        _sum_to(_t15 * a, _t5, _t4),
+                        _sum_to(_t14 * a, _t5, _t4),
                         _t10,
                         _sum_to(
-                            torch.where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3
+                            torch.where((~(eps > sqrt3)), _t9 * _t20, 0), _t6, _t3
                         ).unsqueeze(-1),
                     ),
                 )
@@ -270,67 +262,51 @@ class CosineSimilarity(torch.autograd.Function):
         if grad_sqrt3 is not None:
             if need_b:
                 grad_b = _accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1))
-        if grad_sum4 is not None:
-            if need_a or need_b:
-                _t22 = grad_sum4.unsqueeze(-1)
-            if need_a:
-                grad_a = _accumulate(grad_a, _sum_to(_t22 * b, _t0, _t4))
-            if need_b:
-                grad_b = _accumulate(grad_b, _sum_to(_t22 * a, _t5, _t4))
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
     @staticmethod
     def jvp(ctx: Any, tangent_a: Any, tangent_b: Any, _tangent_eps: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        a, b, sqrt1, sqrt3, sum4 = ctx.saved_tensors
+        a, b, y, sqrt1, sqrt3 = ctx.saved_tensors
         (eps,) = ctx.numbers
-        y_shape, sqrt1_shape, sqrt3_shape, sum4_shape = ctx.output_shapes
+        y_shape, sqrt1_shape, sqrt3_shape = ctx.output_shapes
         tangent_a, tangent_b = _fill_tangents(
             (tangent_a, tangent_b), ctx.tangent_shapes
         )
-        _t23 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
-        _t24 = 1 / _t23
-        _t25 = torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
-        _t26 = 1 / _t25
+        _t21 = 1 / torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+        _t22 = 1 / torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
         tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sum4 = torch.sum(torch.addcmul(a * tangent_b, b, tangent_a), dim=-1)
-        _t27 = tangent_sum2 / sqrt3
-        _t28 = _t27 / 2
-        _t29 = tangent_sum0 / sqrt1
-        _t30 = _t29 / 2
+        _t23 = tangent_sum0 / sqrt1
+        _t24 = _t23 / 2
+        _t25 = tangent_sum2 / sqrt3
+        _t26 = _t25 / 2
         tangent_y = (
-            _t24 * _t26 * tangent_sum4
-            + (-_t24 / _t25)
-            * (
-                sum4
-                * torch.where(
-                    (sqrt3 < eps),
-                    0,
-                    torch.where(
-                        (sqrt3 > eps), _t28, torch.where((sqrt3 == eps), _t27 / 4, _t28)
-                    ),
-                )
-                / _t25
+            _t22 * _t21 * tangent_sum4
+            - _t22
+            * y
+            * torch.where(
+                (sqrt3 < eps),
+                0,
+                torch.where(
+                    (sqrt3 > eps), _t26, torch.where((sqrt3 == eps), _t25 / 4, _t26)
+                ),
             )
-            + (-_t26 / _t23)
-            * (
-                sum4
-                * torch.where(
-                    (sqrt1 < eps),
-                    0,
-                    torch.where(
-                        (sqrt1 > eps), _t30, torch.where((sqrt1 == eps), _t29 / 4, _t30)
-                    ),
-                )
-                / _t23
+            - _t21
+            * y
+            * torch.where(
+                (sqrt1 < eps),
+                0,
+                torch.where(
+                    (sqrt1 > eps), _t24, torch.where((sqrt1 == eps), _t23 / 4, _t24)
+                ),
             )
         )
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(_t30, sqrt1_shape),
-            _expand_to(_t28, sqrt3_shape),
-            _expand_to(tangent_sum4, sum4_shape),
+            _expand_to(_t24, sqrt1_shape),
+            _expand_to(_t26, sqrt3_shape),
         )
 
 
@@ -355,9 +331,9 @@ def cosine_similarity(
         if torch.compiler.is_compiling()
         else CosineSimilarity
     )
-    # The residuals (sqrt1, sqrt3, sum4) are for the backward only.
+    # The residuals (sqrt1, sqrt3) are for the backward only.
     try:
-        y, sqrt1, sqrt3, sum4 = function.apply(a, b, eps)
+        y, sqrt1, sqrt3 = function.apply(a, b, eps)
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -10,9 +10,9 @@ Forward:
     norm = n
 
 Derivatives:
-    grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*x/(2*norm**3), dim=-1,
+    grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*unit/(2*norm**2), dim=-1,
         keepdim=True)
-    dnorm/dx = x/norm
+    dnorm/dx = unit
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ class L2Normalize(torch.autograd.Function):
         (x,) = inputs
         unit, norm = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, norm)
-        ctx.save_for_forward(x, norm)
+        ctx.save_for_backward(x, unit, norm)
+        ctx.save_for_forward(x, unit, norm)
         ctx.output_shapes = (unit.shape, norm.shape)
         ctx.tangent_shapes = (x.shape,)
         _t0 = _reduced_shape(x.shape, (-1,), keepdim=True)
@@ -143,40 +143,40 @@ class L2Normalize(torch.autograd.Function):
     def backward(
         ctx: Any, grad_unit: torch.Tensor | None, grad_norm: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        x, norm = ctx.saved_tensors
+        x, unit, norm = ctx.saved_tensors
         _t0, _t1 = ctx.shape_facts
         (need_x,) = ctx.needs_input_grad
         grad_x = None
-        if need_x:
-            _t2 = 1 / norm
         if grad_unit is not None:
             if need_x:
                 grad_x = _accumulate(
                     grad_x,
                     torch.addcmul(
-                        _t2 * grad_unit,
+                        1 / norm * grad_unit,
                         x,
-                        _sum_to((-1 / (2 * norm**3)) * grad_unit * x, _t0, _t1),
+                        _sum_to(
+                            ((-1 / (2 * norm)) * grad_unit) * (1 / norm * unit),
+                            _t0,
+                            _t1,
+                        ),
                         value=2,
                     ),
                 )
         if grad_norm is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t2 * grad_norm * x)
+                grad_x = _accumulate(grad_x, grad_norm * unit)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, norm = ctx.saved_tensors
+        x, unit, norm = ctx.saved_tensors
         unit_shape, norm_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        _t3 = 1 / norm
+        _t2 = 1 / norm
         tangent_sum0 = torch.sum(2 * tangent_x * x, dim=-1, keepdim=True)
-        tangent_n = _t3 * tangent_sum0 / 2
-        tangent_unit = torch.addcmul(
-            (-tangent_n / norm) * (1 / norm * x), _t3, tangent_x
-        )
+        tangent_n = _t2 * tangent_sum0 / 2
+        tangent_unit = torch.addcmul((-_t2 * tangent_n) * unit, _t2, tangent_x)
         return _expand_to(tangent_unit, unit_shape), _expand_to(tangent_n, norm_shape)
 
 

@@ -103,7 +103,7 @@ class LogisticMoments(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(expected)
         ctx.input_shapes = (z.shape,)
-        ctx.save_for_forward(expected)
+        ctx.save_for_forward(expected, variance)
         ctx.output_shapes = (expected.shape, variance.shape)
         ctx.tangent_shapes = (z.shape,)
 
@@ -133,12 +133,13 @@ class LogisticMoments(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, tangent_z: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        (expected,) = ctx.saved_tensors
+        expected, variance = ctx.saved_tensors
         expected_shape, variance_shape = ctx.output_shapes
         (tangent_z,) = _fill_tangents((tangent_z,), ctx.tangent_shapes)
-        _t0 = 1 - expected
-        tangent_p = _t0 * expected * tangent_z
-        tangent_variance = torch.addcmul(_t0 * tangent_p, expected, tangent_p, value=-1)
+        tangent_p = tangent_z * variance
+        tangent_variance = torch.addcmul(
+            tangent_p * (1 - expected), expected, tangent_p, value=-1
+        )
         return _expand_to(tangent_p, expected_shape), _expand_to(
             tangent_variance, variance_shape
         )

@@ -147,13 +147,11 @@ class PseudoHuber(torch.autograd.Function):
             (tangent_prediction, tangent_delta), ctx.tangent_shapes
         )
         _t1 = 1 / delta
-        _t2 = prediction - target
-        _t3 = delta**2
-        r = _t1 * _t2
+        r = _t1 * (prediction - target)
         sqrt0 = torch.sqrt(1 + r**2)
-        tangent_r = torch.addcmul(-_t2 * tangent_delta / _t3, _t1, tangent_prediction)
+        tangent_r = torch.addcmul(-_t1 * r * tangent_delta, _t1, tangent_prediction)
         tangent_loss = (
-            2 * tangent_delta * delta * (-1 + sqrt0) + _t3 * r * tangent_r / sqrt0
+            2 * tangent_delta * delta * (-1 + sqrt0) + r * tangent_r * delta**2 / sqrt0
         )
         return _expand_to(tangent_loss, loss_shape), None, None
 

@@ -22,7 +22,7 @@ import sympy
 import torch
 
 import symgrad
-from symgrad.ad import saving
+from symgrad.ad import reuse, saving
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
 from symgrad.backends.python import kernels
@@ -869,3 +869,32 @@ def test_reduction_calls_parse_with_torch_defaults(
     (output,) = spec.outputs
     assert isinstance(output.expr, reductions.Reduction)
     assert (output.expr.dims, output.expr.keepdim) == (dims, keepdim)
+
+
+def test_a_forward_quotient_comes_out_of_a_squared_reciprocal() -> None:
+    """num * alpha**-2 holds num / alpha once: the backward reads the forward's value."""
+    num, alpha, color, g = sympy.symbols("num alpha color g", real=True)
+    values = {num / alpha: color}
+    assert reuse.reuse_forward_values(g * num / alpha**2, values) == g * color / alpha
+    assert reuse.reuse_forward_values(g * num / alpha**3, values) == g * color / alpha**2
+    # A power of the other sign holds no 1/alpha.
+    assert reuse.reuse_forward_values(g * num * alpha**2, values) == g * num * alpha**2
+
+
+def test_alpha_over_reads_its_color_through_the_renamed_alpha() -> None:
+    """color's key is written with alpha, which the output alpha_out renames."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Over",
+            "inputs": {"a_s": "tensor", "a_d": "tensor", "c_s": "tensor", "c_d": "tensor"},
+            "where": {"alpha": "a_s + a_d * (1 - a_s)"},
+            "outputs": {
+                "alpha_out": "alpha",
+                "color": "(c_s * a_s + c_d * a_d * (1 - a_s)) / alpha",
+            },
+        }
+    )
+    backward = symgrad.generate(spec)["over.py"].split("def backward", 1)[1]
+    assert "c_s - color" in backward
+    assert "c_d - color" in backward
+    assert "alpha_out**2" not in backward and "alpha_out ** 2" not in backward

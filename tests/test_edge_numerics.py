@@ -11,6 +11,7 @@ known without second derivatives).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 import sympy
@@ -20,6 +21,7 @@ from symgrad.api import generate, load_module, spec_from_dict
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language.piecewise import Gt, Minimum, where
+from tests.extreme_subjects import over_exact
 
 Reference = Callable[..., torch.Tensor]
 
@@ -148,3 +150,60 @@ def test_a_constant_beside_a_condition_takes_the_compared_values_dtype() -> None
     assert "torch.tensor(0.25, dtype=x.dtype)" in python
     cpp = AtenPrinter(frozenset({x, c}), conditions={c: Gt(x, 0)}).doprint(guarded)
     assert "at::scalar_tensor(0.25, at::TensorOptions().dtype(x.scalar_type()))" in cpp
+
+
+def _bce(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.binary_cross_entropy_with_logits(x, t)
+
+
+_UNIT = {"type": "tensor", "domain": [0.0, 1.0]}
+_BCE = "mean(-(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))))"
+
+# Specs of several inputs, each called with 0-d tensors: id -> (spec's inputs, `where`
+# and outputs, torch's function of the same inputs (float64: the reference), points as
+# the inputs' values in order). Every gradient of the sum of the outputs must be within
+# max(4 x torch's float32 error, 1e-6 x its size) of the float64 value.
+SPEC_CASES: dict[str, tuple[dict[str, Any], Reference, list[tuple[float, ...]]]] = {
+    # Alpha compositing "over" (issue 28, item 8): the backward reads the saved color in
+    # c - color, where num * alpha**-2 cancelled (d/da_d 6e-4 off at a_s = 1e-30). At
+    # a_s = 0, a_d = 1e-30, d/da_d is 1, where autograd of the formula as written says 0.
+    "alpha_over": (
+        {
+            "inputs": {"a_s": _UNIT, "a_d": _UNIT, "c_s": _UNIT, "c_d": _UNIT},
+            "where": {"alpha": "a_s + a_d * (1 - a_s)"},
+            "outputs": {
+                "alpha_out": "alpha",
+                "color": "(c_s * a_s + c_d * a_d * (1 - a_s)) / alpha",
+            },
+        },
+        over_exact,
+        [(1e-30, 1e-4, 0.0, 0.9999), (1e-4, 0.0, 0.9999, 0.5), (0.0, 1e-30, 1.0, 0.5)],
+    ),
+    # d/dt is log_sigmoid(-x) - log_sigmoid(x), exactly -x: 4e-10 off at x = 1e-4.
+    "bce_with_logits": (
+        {"inputs": {"x": "tensor", "t": _UNIT}, "outputs": {"loss": _BCE}},
+        _bce,
+        [(1e-4, 0.5), (-1e-4, 0.0), (1e-30, 1.0), (3e-3, 0.25)],
+    ),
+}
+
+
+def _gradients(function: Reference, point: tuple[float, ...], dtype: torch.dtype) -> list[float]:
+    """The gradient of the sum of `function`'s outputs at 0-d tensors of `dtype`."""
+    xs = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in point]
+    outputs = function(*xs)
+    total = sum(outputs) if isinstance(outputs, tuple) else outputs
+    return [float(g) for g in torch.autograd.grad(total, xs)]
+
+
+@pytest.mark.parametrize("case", SPEC_CASES, ids=list(SPEC_CASES))
+def test_gradients_of_several_inputs_are_within_the_criterion(case: str) -> None:
+    data, reference, points = SPEC_CASES[case]
+    function = load_module(spec_from_dict({"name": "Edge", **data})).edge
+    for point in points:
+        exact = _gradients(reference, point, torch.float64)
+        torch32 = _gradients(reference, point, torch.float32)
+        ours = _gradients(function, point, torch.float32)
+        for mine, theirs, want in zip(ours, torch32, exact, strict=True):
+            tolerance = max(4 * abs(theirs - want), 1e-6 * abs(want))
+            assert abs(mine - want) <= tolerance, (case, point, mine, want, theirs)

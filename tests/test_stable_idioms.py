@@ -161,6 +161,10 @@ CASES: dict[str, Case] = {
         _zt,
         ("z", "t"),
     ),
+    "logit of sigmoid, log of sigmoid": Case(
+        {"y": "log(sigmoid(x)) - log(1 - sigmoid(x))"}, lambda x: x.clone(), _x
+    ),
+    "softplus difference": Case({"y": "2 * softplus(x) - 2 * softplus(-x)"}, lambda x: 2 * x, _x),
     "BCE with logits, max idiom": Case(
         {"y": "mean(max(z, 0) - z * t + log(1 + exp(-abs(z))))"},
         F.binary_cross_entropy_with_logits,

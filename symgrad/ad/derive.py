@@ -16,7 +16,6 @@ instead of rebuilding them (symgrad.ad.reuse).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Collection, Mapping, Sequence
 
 import sympy
@@ -68,6 +67,13 @@ def derive(spec: Spec) -> Derived:
     by_target = {a.target: a for a in forward}
 
     definitions = {a.target: a.expr for a in forward}
+
+    def reuse_values(expr: sympy.Expr) -> sympy.Expr:
+        """A derivative reading forward values, its mirrored differences (log_sigmoid(x) -
+        log_sigmoid(-x), which cancel near 0) written exactly first (symgrad.ad.stable)."""
+        mirrored = stable.cancel_mirrored(expr, definitions)
+        return reuse.reuse_forward_values(mirrored, known_values)
+
     shapes = reductions.Shapes(definitions, {i.symbol for i in spec.tensor_inputs})
 
     def differentiate(output: Output) -> OutputGradients:
@@ -83,9 +89,7 @@ def derive(spec: Spec) -> Derived:
                 adjoints[item] = Term(grad * guard(override.expr), output.symbol, True)
         terms = {
             i: Term(
-                _simplify_bounded(
-                    cheapen.merge_branches(reuse.reuse_forward_values(term.expr, known_values))
-                ),
+                _simplify_bounded(cheapen.merge_branches(reuse_values(term.expr))),
                 term.frame,
                 term.full,
             )
@@ -100,9 +104,7 @@ def derive(spec: Spec) -> Derived:
         statements = tuple(
             Assignment(
                 s.target,
-                integral_floats(
-                    cheapen.merge_branches(reuse.reuse_forward_values(s.expr, known_values))
-                ),
+                integral_floats(cheapen.merge_branches(reuse_values(s.expr))),
             )
             for s in sweep.statements
             if s.target in closure(read, sweep.statements)
@@ -120,7 +122,6 @@ def derive(spec: Spec) -> Derived:
     partials = _partials(parts[: len(spec.outputs)], temporaries)
     parts = gradient_parts.fit_to_inputs(parts, frames, shapes)
     function_outputs = [*spec.outputs, *(part.output for part in residuals.values())]
-    reuse_values = functools.partial(reuse.reuse_forward_values, values=known_values)
     named_calls = {
         a.target
         for a in intermediates

@@ -12,6 +12,7 @@ own derivative rule is used. Each rule is an identity (values change only by rou
 | c min(a, b) - c softplus(-abs(a - b))              | -c logaddexp(-a, -b)          |
 | relu(u) for max(u, 0); a 0 argument of logaddexp   | softplus(u)                   |
 | c softplus(-u), c < 0                              | -c log_sigmoid(u)             |
+| c softplus(u) - c softplus(-u) (or log_sigmoid)   | c u                           |
 
 `log1p(exp(v))` and `log(1 + exp(v))` already read softplus(v) here (symgrad.ad.stable),
 so `max(u, 0) + log(1 + exp(-abs(u)))` is matched too, and `min(u, 0) - log1p(...)` ends
@@ -147,4 +148,36 @@ def negated_softplus(node: sympy.Basic, view: View) -> sympy.Expr | None:
             rest = list(node.args)
             rest.remove(factor)
             return -sympy.Mul(functions.call("log_sigmoid", -factor.args[0]), *rest)
+    return None
+
+
+def mirrored_difference(node: sympy.Basic, view: View) -> sympy.Expr | None:
+    """c softplus(u) - c softplus(-u) -> c u, log_sigmoid(u) read as -softplus(-u): the
+    difference cancels near u = 0, where it is u itself (d/dt of BCE with logits is
+    log_sigmoid(-x) - log_sigmoid(x), and log(1 + e^u) - log(1 + e^-u) = log(e^u))."""
+    if not isinstance(node, sympy.Add):
+        return None
+    found = [(t, m) for t in node.args if (m := _as_softplus(t, view)) is not None]
+    for n, (term, (u, c)) in enumerate(found):
+        for other, (other_u, other_c) in found[n + 1 :]:
+            if other_c == -c and view.same(other_u, -u):
+                remaining = list(node.args)
+                remaining.remove(term)
+                remaining.remove(other)
+                return sympy.Add(c * u, *remaining)
+    return None
+
+
+def _as_softplus(term: sympy.Basic, view: View) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """(u, c) when `term` is c * softplus(u), or -c * log_sigmoid(-u), as written or named."""
+    factors = list(term.args) if isinstance(term, sympy.Mul) else [term]
+    for factor in factors:
+        rest = list(factors)
+        rest.remove(factor)
+        u = view.argument(factor, "softplus")
+        if u is not None:
+            return u, sympy.Mul(*rest)
+        u = view.argument(factor, "log_sigmoid")
+        if u is not None:
+            return -u, -sympy.Mul(*rest)
     return None

@@ -36,7 +36,24 @@ def known_values(spec: Spec, forward: Sequence[Assignment]) -> dict[sympy.Basic,
         while target in values:
             target = values[target]
         values[expr] = target
-    return values
+    return _in_renamed_terms(values)
+
+
+def _in_renamed_terms(values: dict[sympy.Basic, sympy.Basic]) -> dict[sympy.Basic, sympy.Basic]:
+    """`values`, each also keyed as the backward spells it once renames are applied.
+
+    The pass runs bottom up, so by the time a derivative's `num / alpha` is looked up its
+    `alpha` already reads `alpha_out` (an output renaming it): the key must read so too.
+    """
+    renames = {k: v for k, v in values.items() if isinstance(k, sympy.Symbol)}
+    if not renames:
+        return values
+    renamed = dict(values)
+    for expr, target in values.items():
+        spelled = expr.xreplace(renames)
+        if spelled != target:
+            renamed.setdefault(spelled, target)
+    return renamed
 
 
 def reuse_forward_values(expr: sympy.Expr, values: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
@@ -91,14 +108,28 @@ def _replace_part(
 
 
 def _candidate_keys(args: list[sympy.Basic]) -> list[sympy.Basic]:
-    """The arguments, and the bases of their positive integer powers."""
+    """The arguments, and the unit powers (x or 1/x) their integer powers contain."""
     keys = list(args)
-    keys += [a.base for a in args if _is_positive_integer_power(a)]
+    keys += [a.base ** sympy.sign(a.exp) for a in args if _is_integer_power(a)]
     return keys
 
 
-def _is_positive_integer_power(expr: sympy.Basic) -> bool:
-    return isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 1
+def _is_integer_power(expr: sympy.Basic) -> bool:
+    """x**k with k an integer other than -1, 0 and 1: a product of |k| factors x or 1/x."""
+    return isinstance(expr, sympy.Pow) and expr.exp.is_Integer and abs(expr.exp) > 1
+
+
+def _split_power(power: sympy.Basic, part: sympy.Basic) -> sympy.Basic | None:
+    """`power` / `part` where `part` is a power of the same base, of the same sign and
+    smaller (x**3 / x = x**2, x**-2 / x**-1 = x**-1), else None."""
+    if not _is_integer_power(power):
+        return None
+    base, exp = part.as_base_exp()
+    if base != power.base or not exp.is_Integer or exp * power.exp <= 0:
+        return None
+    if abs(exp) >= abs(power.exp):
+        return None
+    return power.base ** (power.exp - exp)
 
 
 def _without(
@@ -106,16 +137,17 @@ def _without(
 ) -> list[sympy.Basic] | None:
     """`items` less the multiset `parts`, or None if they are not all there.
 
-    In a product (`split_powers`), a factor may also come out of an integer power x**k.
+    In a product (`split_powers`), a factor may also come out of an integer power: x out
+    of x**3, and 1/x out of x**-2 (num / x inside num * x**-2).
     """
     pool = list(items)
     for part in parts:
         if part in pool:
             pool.remove(part)
             continue
-        powers = (p for p in pool if _is_positive_integer_power(p) and p.base == part)
-        power = next(powers, None) if split_powers else None
-        if power is None:
+        rests = ((n, _split_power(p, part)) for n, p in enumerate(pool)) if split_powers else ()
+        found = next(((n, rest) for n, rest in rests if rest is not None), None)
+        if found is None:
             return None
-        pool[pool.index(power)] = power.base ** (power.exp - 1)
+        pool[found[0]] = found[1]
     return pool

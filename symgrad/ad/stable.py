@@ -65,6 +65,17 @@ def stabilize(
     return bottom_up(expr, apply_rules)
 
 
+def cancel_mirrored(expr: sympy.Expr, definitions: Mapping[sympy.Basic, sympy.Expr]) -> sympy.Expr:
+    """`expr` with c f(u) - c f(-u) written c u (idioms.mirrored_difference), reading
+    `definitions`' names: derivatives form such differences where the spec shows none."""
+    view = View(definitions)
+
+    def rewrite(node: sympy.Basic) -> sympy.Basic:
+        return idioms.mirrored_difference(node, view) or node
+
+    return bottom_up(expr, rewrite)
+
+
 def stabilize_statements(
     statements: Sequence[Assignment], outputs: Collection[sympy.Basic]
 ) -> list[Assignment]:
@@ -245,4 +256,5 @@ _RULES: tuple[Rule, ...] = (
     _log_softmax,
     idioms.smooth_pairs,
     idioms.negated_softplus,
+    idioms.mirrored_difference,
 )
