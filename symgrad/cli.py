@@ -211,11 +211,11 @@ class _Outcome:
     error: str | None = None
 
 
-def _generate_one(path: Path, target: str | None = None) -> _Outcome:
+def _generate_one(path: Path, output: Path, target: str | None = None) -> _Outcome:
     """Load and generate one spec; a worker process runs this, so errors come back as text."""
     try:
         spec = load_spec(path)
-        return _Outcome(spec.source, generate(spec, target))
+        return _Outcome(spec.source, generate(spec, target, output=output))
     except SpecError as error:
         return _Outcome(display_path(path), error=str(error))
     except BackendUnavailableError as error:
@@ -225,12 +225,12 @@ def _generate_one(path: Path, target: str | None = None) -> _Outcome:
 def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
     """Generate every spec, then write, check or diff the files as asked."""
     progress = Progress(len(paths), sys.stderr, label="symgrad", enabled=not args.quiet)
+    output = Path(args.output)
     with progress:
-        outcomes = _run(paths, args.jobs, progress.advance, args.target)
+        outcomes = _run(paths, output, args.jobs, progress.advance, args.target)
     files = _collect(outcomes)
     if files is None:
         return 1
-    output = Path(args.output)
     if args.check or args.diff:
         return _check(files, output, args.check, args.diff, args.quiet)
     status = _write(files, output, args.quiet)
@@ -241,18 +241,23 @@ def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
 
 
 def _run(
-    paths: Sequence[Path], jobs: int, advance: Callable[[], None], target: str | None
+    paths: Sequence[Path],
+    output: Path,
+    jobs: int,
+    advance: Callable[[], None],
+    target: str | None,
 ) -> list[_Outcome]:
-    """Generate each spec, `jobs` at a time; the outcomes come back in the order of `paths`."""
+    """Generate each spec for `output`, `jobs` at a time; the outcomes come back in the
+    order of `paths`."""
     if jobs == 1 or len(paths) < 2:
-        return [_advanced(_generate_one(path, target), advance) for path in paths]
+        return [_advanced(_generate_one(path, output, target), advance) for path in paths]
     # Fresh interpreters, never a fork: forking a host that runs threads (torch's, in a
     # notebook or a test session) can deadlock the child. Not a forkserver preloading
     # symgrad either: on Python 3.11 its server imports before it takes the parent's
     # sys.path, so it can load another copy of symgrad (an installed one, not a checkout).
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=context) as pool:
-        futures = [pool.submit(_generate_one, path, target) for path in paths]
+        futures = [pool.submit(_generate_one, path, output, target) for path in paths]
         for _ in as_completed(futures):
             advance()
         return [future.result() for future in futures]
