@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -180,8 +181,37 @@ def _new(name: str, folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"wrote {display_path(path)}")
-    print(f"next: symgrad gen {display_path(path)} -o my_functions --test")
+    print(f"next: {invoked_as()} gen {shlex.quote(display_path(path))} -o my_functions --test")
     return 0
+
+
+def invoked_as() -> str:
+    """symgrad's command as the user ran it, for the commands hints print.
+
+    `symgrad` where PATH finds this very program; else the path that was run, such as
+    `.venv/bin/symgrad` where scripts/setup.sh installed it and no environment is active;
+    `python -m symgrad` (that Python, the same way) when run so; and plain `symgrad` when
+    another program calls main().
+    """
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    if program.name == "__main__.py" and program.parent.name == "symgrad":
+        return f"{_runnable(Path(sys.executable))} -m symgrad"
+    if program.stem == "symgrad":
+        return _runnable(program)
+    return "symgrad"
+
+
+def _runnable(program: Path) -> str:
+    """How to type `program`: its name where PATH finds it, else its path as typed (an
+    absolute one relative when it lies below the working directory), shell-quoted."""
+    absolute = Path(os.path.abspath(program))
+    found = shutil.which(program.name)
+    if found is not None and Path(os.path.abspath(found)) == absolute:
+        return program.name
+    typed = program.as_posix()
+    if program.is_absolute() and absolute.is_relative_to(Path.cwd()):
+        typed = display_path(absolute)
+    return shlex.quote(typed if "/" in typed else f"./{typed}")
 
 
 def _spec_paths(arguments: Sequence[str]) -> list[Path]:

@@ -1,10 +1,11 @@
 """The commands symgrad tells its user to run: a generated file's header gives the one
-that writes it again as it was written."""
+that writes it again as it was written, and hints name symgrad as it was run."""
 
 from __future__ import annotations
 
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,49 @@ def test_the_cpp_header_keeps_the_command_on_one_line(spec_folder: Path) -> None
         "// change the spec and regenerate with",
         "//   symgrad gen 'my specs/soft_clamp.yaml' -o cpp --target cpp",
     ]
+
+
+# Hints: `symgrad new` prints the next command to run.
+
+
+@pytest.fixture
+def venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with `.venv/bin/symgrad` and `.venv/bin/python`, as
+    scripts/setup.sh makes them, and a PATH that does not hold them."""
+    bin_folder = tmp_path / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    for name in ("symgrad", "python"):
+        (bin_folder / name).write_text("#!/bin/sh\n")
+        (bin_folder / name).chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    return bin_folder
+
+
+@pytest.mark.parametrize(
+    ("argv0", "on_path", "program"),
+    [
+        (".venv/bin/symgrad", False, ".venv/bin/symgrad"),
+        ("{bin}/symgrad", False, ".venv/bin/symgrad"),
+        ("{bin}/symgrad", True, "symgrad"),
+        ("/site-packages/symgrad/__main__.py", False, ".venv/bin/python -m symgrad"),
+        ("/site-packages/symgrad/__main__.py", True, "python -m symgrad"),
+        ("/usr/bin/pytest", False, "symgrad"),
+    ],
+)
+def test_new_suggests_symgrad_as_it_was_run(
+    venv: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv0: str,
+    on_path: bool,
+    program: str,
+) -> None:
+    monkeypatch.setattr(sys, "argv", [argv0.format(bin=venv)])
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))
+    if on_path:
+        monkeypatch.setenv("PATH", str(venv))
+    assert main(["new", "SoftClamp"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"next: {program} gen soft_clamp.yaml -o my_functions --test"
+    )
