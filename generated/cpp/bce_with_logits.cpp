@@ -7,8 +7,8 @@
 //     loss = mean(-t*log(sigmoid(x)) - (1 - t)*log(1 - sigmoid(x)))
 //
 // Derivatives:
-//     dloss/dx = -(t*sigmoid(-x) + (-1 + t)*sigmoid(x))/numel(-t*log_sigmoid(x) - (1 -
-//         t)*log_sigmoid(-x))
+//     dloss/dx = (t*expm1(log_sigmoid(x)) + (-1 +
+//         t)*expm1(log_sigmoid(-x)))/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
 //     dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-t*log_sigmoid(x) - (1 -
 //         t)*log_sigmoid(-x))
 //
@@ -146,8 +146,9 @@ struct BCEWithLogits : public torch::autograd::Function<BCEWithLogits> {
       _t4 = grad_loss / _t0;
     }
     if (need_x) {
-      grad_x = detail::sum_to(
-          (-_t4) * at::addcmul(t * at::sigmoid(-x), -1 + t, at::sigmoid(x)), _t1, _t2);
+      grad_x = detail::sum_to(_t4 * at::addcmul(t * at::expm1(log_sigmoid0), -1 + t,
+                                                at::expm1(log_sigmoid1)),
+                              _t1, _t2);
     }
     if (need_t) {
       grad_t = detail::sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2);

@@ -9,24 +9,24 @@
 //         eps))
 //
 // Derivatives:
-//     grad_a from y = 2*a*unsqueeze(sum_to((where(sqrt(sum(a**2, dim=-1)) == eps, 1/2,
-//         1)*where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1)) <
-//         eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)**2*max(sqrt(sum(b**2, dim=-1)), eps)))) + where(sqrt(sum(a**2, dim=-1))
-//         > eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
+//     grad_a from y = 2*a*unsqueeze(sum_to(where(~(eps > sqrt(sum(a**2, dim=-1))),
+//         (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(a**2, dim=-1))
+//         > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
 //         dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)**2*max(sqrt(sum(b**2, dim=-1)),
-//         eps))), 0))/(2*sqrt(sum(a**2, dim=-1))), sum(a**2, dim=-1)), -1) +
-//         sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), ...
-//     grad_b from y = 2*b*unsqueeze(sum_to((where(sqrt(sum(b**2, dim=-1)) == eps, 1/2,
-//         1)*where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) <
-//         eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)**2))) + where(sqrt(sum(b**2, dim=-1))
-//         > eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
+//         eps)))) + where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2, dim=-1))
+//         < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+//         eps)**2*max(sqrt(sum(b**2, dim=-1)), eps))), 0))/(2*sqrt(sum(a**2, dim=-1))),
+//         0), sum(a**2, dim=-1)), -1) +
+//         sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
+//     grad_b from y = 2*b*unsqueeze(sum_to(where(~(eps > sqrt(sum(b**2, dim=-1))),
+//         (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(b**2, dim=-1))
+//         > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
 //         dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2, dim=-1)),
-//         eps)**2)), 0))/(2*sqrt(sum(b**2, dim=-1))), sum(b**2, dim=-1)), -1) +
-//         sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), ...
+//         eps)**2))) + where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2,
+//         dim=-1)) < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
+//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)**2)), 0))/(2*sqrt(sum(b**2, dim=-1))),
+//         0), sum(b**2, dim=-1)), -1) +
+//         sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
 //
 // The operator symgrad_cosine_similarity::cosine_similarity runs the Function
 // CosineSimilarity; from C++, call symgrad_cosine_similarity::cosine_similarity(...) or
@@ -208,8 +208,11 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                                  .device(sqrt1.device())),
                       1));
         grad_a = detail::accumulate(
-            grad_a, at::addcmul(detail::sum_to(_t15 * b, _t0, _t4), _t8,
-                                detail::sum_to(_t7 * _t18, _t1, _t3).unsqueeze(-1)));
+            grad_a,
+            at::addcmul(
+                detail::sum_to(_t15 * b, _t0, _t4), _t8,
+                detail::sum_to(at::where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3)
+                    .unsqueeze(-1)));
       }
       if (need_b) {
         _t19 =
@@ -223,8 +226,11 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                                  .device(sqrt3.device())),
                       1));
         grad_b = detail::accumulate(
-            grad_b, at::addcmul(detail::sum_to(_t15 * a, _t5, _t4), _t10,
-                                detail::sum_to(_t9 * _t21, _t6, _t3).unsqueeze(-1)));
+            grad_b,
+            at::addcmul(
+                detail::sum_to(_t15 * a, _t5, _t4), _t10,
+                detail::sum_to(at::where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3)
+                    .unsqueeze(-1)));
       }
     }
     if (grad_sqrt1.defined()) {

@@ -7,10 +7,10 @@
 //     y = where(x > 0, sqrt(x), 0) + where(x != 0, sin(x)/x, 1)
 //
 // Derivatives:
-//     dy/dx = where(x > 0, where(x > 0, 1, 0)/(2*sqrt(where(x > 0, x, 1))), 0) +
-//     where(x
-//         != 0, (-sin(where(x != 0, x, 1))/where(x != 0, x, 1) + cos(where(x != 0, x,
-//         1)))*where(x != 0, 1, 0)/where(x != 0, x, 1), 0)
+//     dy/dx = where(x/pi != 0, (-sinc(where(x/pi != 0, x/pi, 1)) + cos(pi*where(x/pi !=
+//     0,
+//         x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, where(x > 0,
+//         1/(2*sqrt(where(x > 0, x, 1))), 0), 0)
 //
 // The operator symgrad_safe_sinc::safe_sinc runs the Function SafeSinc; from C++,
 // call symgrad_safe_sinc::safe_sinc(...) or symgrad_safe_sinc::SafeSinc::apply(...).
@@ -48,8 +48,8 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
 struct SafeSinc : public torch::autograd::Function<SafeSinc> {
   // The forward's values: the outputs.
   static torch::autograd::variable_list values(const at::Tensor& x) {
-    const at::Tensor y =
-        at::where((x > 0), at::sqrt(x), 0) + at::where((x != 0), at::sin(x) / x, 1);
+    const at::Tensor sinc0 = at::special_sinc(x / 3.1415926535897931);
+    const at::Tensor y = sinc0 + at::where((x > 0), at::sqrt(x), 0);
     return {y};
   }
 
@@ -67,20 +67,22 @@ struct SafeSinc : public torch::autograd::Function<SafeSinc> {
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    at::Tensor _t0, _t1, _t2, _t3;
+    double _t0 = 0;
+    at::Tensor _t1, _t2, _t3, _t4;
     if (need_x) {
-      _t0 = (x != 0);
-      _t1 = at::where(_t0, x, 1);
-      _t2 = at::reciprocal(_t1);
-      _t3 = (x > 0);
+      _t0 = (1.0 / 3.1415926535897931);
+      _t1 = _t0 * x;
+      _t2 = (_t1 != 0);
+      _t3 = at::where(_t2, _t1, 1);
+      _t4 = (x > 0);
       grad_x =
-          at::where(_t3,
-                    at::where(_t3, grad_y, 0) / (2 * at::sqrt(at::where(_t3, x, 1))),
-                    0) +
-          at::where(_t0,
-                    _t2 * at::addcmul(at::cos(_t1), _t2, at::sin(_t1), -1) *
-                        at::where(_t0, grad_y, 0),
-                    0);
+          _t0 * grad_y *
+              at::where(
+                  _t2,
+                  (-at::special_sinc(_t3) + at::cos(3.1415926535897931 * _t3)) / _t3,
+                  0) +
+          at::where(
+              _t4, at::where(_t4, grad_y / (2 * at::sqrt(at::where(_t4, x, 1))), 0), 0);
     }
     return {detail::reduce_to(grad_x, x.sizes())};
   }

@@ -115,14 +115,22 @@ def _assert_as_accurate_as_autograd(
     value: torch.Tensor, autograd: torch.Tensor, exact: torch.Tensor
 ) -> None:
     """`value` is at most SLACK times as far from float64's `exact` as `autograd` is
-    (or within the spec's tolerances of it, where the spec gives them for the dtype)."""
+    (or within the spec's tolerances of it, where the spec gives them for the dtype).
+
+    Judged only where `autograd` is finite: where the plain formula overflows the dtype
+    (exp(20) in float16), the dtype cannot hold the answer, whatever computes it.
+    """
     assert value.dtype == autograd.dtype and value.shape == exact.shape
+    finite = torch.isfinite(autograd)
+    value, autograd, exact = value[finite], autograd[finite], exact[finite]
     if value.dtype in TOLERANCES:
         torch.testing.assert_close(value.double(), exact, **TOLERANCES[value.dtype])
         return
     autograd_error = (autograd.double() - exact).abs().nan_to_num(nan=float("inf"))
     ulp = torch.finfo(value.dtype).eps
-    atol = SLACK * autograd_error.max().item() + ulp
+    atol = (
+        SLACK * (autograd_error.max().item() if autograd_error.numel() else 0.0) + ulp
+    )
     torch.testing.assert_close(value.double(), exact, rtol=ulp, atol=atol)
 
 
