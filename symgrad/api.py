@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import os
+import shlex
 import sys
 import types
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from symgrad.ad.derive import derive
 from symgrad.backends import python, registry
-from symgrad.backends.base import Backend, BackendUnavailableError, GeneratedFiles
+from symgrad.backends.base import Backend, BackendUnavailableError, GeneratedFiles, Provenance
 from symgrad.errors import InternalError, Location, SpecError
 from symgrad.frontend.loader import load_yaml
 from symgrad.frontend.model import Spec
@@ -64,14 +65,41 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
     return parse_spec(node_from_data(data, source), source)
 
 
-def generate(spec: Spec, target: str | None = None) -> dict[str, str]:
+def generate(
+    spec: Spec, target: str | None = None, *, output: str | os.PathLike[str] | None = None
+) -> dict[str, str]:
     """Generate `spec`'s files for a target: file name -> source text.
 
     The target is `target`, else the spec's `target:`, else `python` (a module and its
-    test). A failure inside the generator is raised as an InternalError naming the spec,
-    never as a bare traceback: a spec that parsed is one symgrad should handle.
+    test). `output` is the folder the files will be written to: each file's header gives
+    the `symgrad gen` command that writes it again, `-o` included, so pass it wherever
+    the files go to disk. A failure inside the generator is raised as an InternalError
+    naming the spec, never as a bare traceback: a spec that parsed is one symgrad should
+    handle.
     """
-    return _render(spec, backend_of(spec, target)).by_filename()
+    backend = backend_of(spec, target)
+    return _render(spec, backend, regenerate_command(spec, backend, output)).by_filename()
+
+
+def regenerate_command(
+    spec: Spec, backend: Backend, output: str | os.PathLike[str] | None = None
+) -> str | None:
+    """The `symgrad gen` command that writes `spec`'s files for `backend` into `output`.
+
+    It names the output folder when one is given, relative to the working directory as
+    the spec is, and the target when the spec alone would choose another. Files never
+    written (`load`) or written from the API without `output` get the command without
+    `-o`. A spec that is no file (its source a pseudo name such as `<dict>`) has none.
+    """
+    if spec.source.startswith("<"):
+        return None
+    words = ["symgrad", "gen", spec.source]
+    if output is not None:
+        words += ["-o", display_path(Path(output))]
+    chosen = spec.target.name if spec.target is not None else registry.DEFAULT_TARGET
+    if backend.name != chosen:
+        words += ["--target", backend.name]
+    return shlex.join(words)
 
 
 def backend_of(spec: Spec, target: str | None = None) -> Backend:
@@ -90,11 +118,11 @@ def backend_of(spec: Spec, target: str | None = None) -> Backend:
         raise SpecError(spec.target.location, str(error), "target") from None
 
 
-def _render(spec: Spec, backend: Backend) -> GeneratedFiles:
+def _render(spec: Spec, backend: Backend, command: str | None) -> GeneratedFiles:
     """derive and render `spec`; an exception other than a SpecError, or a backend whose
     tools are missing (BackendUnavailableError, said as such), is an InternalError."""
     try:
-        return backend.render(derive(spec), __version__)
+        return backend.render(derive(spec), Provenance(__version__, command))
     except (SpecError, BackendUnavailableError):
         raise
     except Exception as error:
@@ -131,7 +159,8 @@ def _import_module(spec: Spec) -> types.ModuleType:
     The module is registered in `sys.modules`, where torch.compile (and pickle) look
     modules up; the same source gives the same name, so loading twice gives one module.
     """
-    source = _render(spec, python.BACKEND).files[f"{spec.module}.py"]
+    command = regenerate_command(spec, python.BACKEND)
+    source = _render(spec, python.BACKEND, command).files[f"{spec.module}.py"]
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
     name = f"symgrad_generated_{spec.module}_{digest}"
     if name in sys.modules:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -180,8 +181,37 @@ def _new(name: str, folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"wrote {display_path(path)}")
-    print(f"next: symgrad gen {display_path(path)} -o my_functions --test")
+    print(f"next: {invoked_as()} gen {shlex.quote(display_path(path))} -o my_functions --test")
     return 0
+
+
+def invoked_as() -> str:
+    """symgrad's command as the user ran it, for the commands hints print.
+
+    `symgrad` where PATH finds this very program; else the path that was run, such as
+    `.venv/bin/symgrad` where scripts/setup.sh installed it and no environment is active;
+    `python -m symgrad` (that Python, the same way) when run so; and plain `symgrad` when
+    another program calls main().
+    """
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    if program.name == "__main__.py" and program.parent.name == "symgrad":
+        return f"{_runnable(Path(sys.executable))} -m symgrad"
+    if program.stem == "symgrad":
+        return _runnable(program)
+    return "symgrad"
+
+
+def _runnable(program: Path) -> str:
+    """How to type `program`: its name where PATH finds it, else its path as typed (an
+    absolute one relative when it lies below the working directory), shell-quoted."""
+    absolute = Path(os.path.abspath(program))
+    found = shutil.which(program.name)
+    if found is not None and Path(os.path.abspath(found)) == absolute:
+        return program.name
+    typed = program.as_posix()
+    if program.is_absolute() and absolute.is_relative_to(Path.cwd()):
+        typed = display_path(absolute)
+    return shlex.quote(typed if "/" in typed else f"./{typed}")
 
 
 def _spec_paths(arguments: Sequence[str]) -> list[Path]:
@@ -211,11 +241,11 @@ class _Outcome:
     error: str | None = None
 
 
-def _generate_one(path: Path, target: str | None = None) -> _Outcome:
+def _generate_one(path: Path, output: Path, target: str | None = None) -> _Outcome:
     """Load and generate one spec; a worker process runs this, so errors come back as text."""
     try:
         spec = load_spec(path)
-        return _Outcome(spec.source, generate(spec, target))
+        return _Outcome(spec.source, generate(spec, target, output=output))
     except SpecError as error:
         return _Outcome(display_path(path), error=str(error))
     except BackendUnavailableError as error:
@@ -225,12 +255,12 @@ def _generate_one(path: Path, target: str | None = None) -> _Outcome:
 def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
     """Generate every spec, then write, check or diff the files as asked."""
     progress = Progress(len(paths), sys.stderr, label="symgrad", enabled=not args.quiet)
+    output = Path(args.output)
     with progress:
-        outcomes = _run(paths, args.jobs, progress.advance, args.target)
+        outcomes = _run(paths, output, args.jobs, progress.advance, args.target)
     files = _collect(outcomes)
     if files is None:
         return 1
-    output = Path(args.output)
     if args.check or args.diff:
         return _check(files, output, args.check, args.diff, args.quiet)
     status = _write(files, output, args.quiet)
@@ -241,18 +271,23 @@ def _gen(paths: Sequence[Path], args: argparse.Namespace) -> int:
 
 
 def _run(
-    paths: Sequence[Path], jobs: int, advance: Callable[[], None], target: str | None
+    paths: Sequence[Path],
+    output: Path,
+    jobs: int,
+    advance: Callable[[], None],
+    target: str | None,
 ) -> list[_Outcome]:
-    """Generate each spec, `jobs` at a time; the outcomes come back in the order of `paths`."""
+    """Generate each spec for `output`, `jobs` at a time; the outcomes come back in the
+    order of `paths`."""
     if jobs == 1 or len(paths) < 2:
-        return [_advanced(_generate_one(path, target), advance) for path in paths]
+        return [_advanced(_generate_one(path, output, target), advance) for path in paths]
     # Fresh interpreters, never a fork: forking a host that runs threads (torch's, in a
     # notebook or a test session) can deadlock the child. Not a forkserver preloading
     # symgrad either: on Python 3.11 its server imports before it takes the parent's
     # sys.path, so it can load another copy of symgrad (an installed one, not a checkout).
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=context) as pool:
-        futures = [pool.submit(_generate_one, path, target) for path in paths]
+        futures = [pool.submit(_generate_one, path, output, target) for path in paths]
         for _ in as_completed(futures):
             advance()
         return [future.result() for future in futures]

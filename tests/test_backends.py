@@ -41,9 +41,11 @@ def toy() -> Iterator[None]:
 
 
 def _generated(target: str) -> dict[str, str]:
+    """What `symgrad gen SPECS -o tests/golden/TARGET --target TARGET` writes."""
     files: dict[str, str] = {}
     for path in GOLDEN_SPECS[target]:
-        files.update(symgrad.generate(symgrad.load_spec(path), target))
+        spec = symgrad.load_spec(path)
+        files.update(symgrad.generate(spec, target, output=GOLDEN.relative_to(REPO_ROOT) / target))
     return files
 
 

@@ -29,11 +29,12 @@ EXAMPLES = sorted(Path("examples").glob("*.yaml"), key=str)
 
 @functools.cache
 def _expected_files(repo_root: Path) -> dict[str, str]:
-    """What the C++ target writes for examples/ (generated once per test session)."""
+    """What the C++ target writes for examples/ (generated once per test session): what
+    `symgrad gen examples -o generated/cpp --target cpp` writes."""
     files: dict[str, str] = {}
     for spec_path in sorted((repo_root / "examples").glob("*.yaml")):
         spec = symgrad.load_spec(spec_path.relative_to(repo_root))
-        files.update(symgrad.generate(spec, "cpp"))
+        files.update(symgrad.generate(spec, "cpp", output="generated/cpp"))
     return files
 
 

@@ -33,19 +33,21 @@ class SymgradBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         """Regenerate the modules, then make sure the build includes them."""
         specs = str(self.config.get("specs", "specs"))
         output = str(self.config.get("output", "generated"))
-        # From the project root, so each file's header names its spec as `symgrad gen` would.
+        # From the project root, so each file's header names its spec, and the command
+        # that writes it again, as `symgrad gen` run there would.
         with _working_directory(self.root):
-            files = _generate_all(Path(specs))
+            files = _generate_all(Path(specs), output)
             for changed in symgrad.write_files(files, output):
                 self.app.display_info(f"symgrad: wrote {changed.as_posix()}")
         build_data["artifacts"] += [f"{Path(output).as_posix()}/{name}" for name in files]
 
 
-def _generate_all(specs: Path) -> dict[str, str]:
-    """Every file the specs below `specs` generate; refuse two specs writing one module."""
+def _generate_all(specs: Path, output: str) -> dict[str, str]:
+    """Every file the specs below `specs` generate for `output`; refuse two specs writing
+    one module."""
     files: dict[str, str] = {}
     for path in sorted(p for p in specs.rglob("*") if p.suffix in (".yaml", ".yml")):
-        generated = symgrad.generate(symgrad.load_spec(path))
+        generated = symgrad.generate(symgrad.load_spec(path), output=output)
         if files.keys() & generated.keys():
             raise RuntimeError(f"{path.as_posix()} writes a module another spec writes too")
         files.update(generated)

@@ -28,8 +28,21 @@ class GeneratedFiles:
         return dict(self.files)
 
 
-# A renderer: the derived spec and symgrad's version (for the header) -> the files.
-Renderer = Callable[[Derived, str], GeneratedFiles]
+@dataclass(frozen=True)
+class Provenance:
+    """Where generated files come from, for their header: symgrad's version and the
+    command that writes them again as they are."""
+
+    # symgrad's version, e.g. "0.1.0".
+    version: str
+    # The `symgrad gen` command, run where symgrad ran, that writes the files again: the
+    # spec, `-o DIR` and `--target NAME` where they matter, relative paths with forward
+    # slashes. None for a spec that is no file (spec_from_dict's `<dict>`).
+    command: str | None
+
+
+# A renderer: the derived spec and its provenance (for the header) -> the files.
+Renderer = Callable[[Derived, Provenance], GeneratedFiles]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
-from symgrad.backends.base import Backend, GeneratedFiles
+from symgrad.backends.base import Backend, GeneratedFiles, Provenance
 
 
 class ToyPrinter(StrPrinter):
@@ -39,6 +39,8 @@ class ToyContext:
     """Everything the template lays out, already printed."""
 
     version: str
+    # The command that writes the file again (None for a spec that is no file).
+    command: str | None
     source: str
     name: str
     inputs: tuple[str, ...]
@@ -58,7 +60,7 @@ def _block(block: GuardedBlock, printer: ToyPrinter) -> Block:
     return Block(needs, tuple(_line(s, printer) for s in block.statements))
 
 
-def context(derived: Derived, version: str) -> ToyContext:
+def context(derived: Derived, provenance: Provenance) -> ToyContext:
     """Print every statement of the IR; the template only lays them out."""
     printer = ToyPrinter()
     backward = []
@@ -71,7 +73,8 @@ def context(derived: Derived, version: str) -> ToyContext:
         backward.append((part.grad.name, tuple(blocks)))
     spec = derived.spec
     return ToyContext(
-        version=version,
+        version=provenance.version,
+        command=provenance.command,
         source=spec.source,
         name=spec.name,
         inputs=tuple(i.name for i in spec.inputs),
@@ -91,9 +94,9 @@ _TEMPLATES = jinja2.Environment(
 )
 
 
-def render(derived: Derived, version: str) -> GeneratedFiles:
+def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """The spec's forward and backward as `<module>.txt`."""
-    text = _TEMPLATES.get_template("function.txt.jinja").render(ctx=context(derived, version))
+    text = _TEMPLATES.get_template("function.txt.jinja").render(ctx=context(derived, provenance))
     return GeneratedFiles(derived.spec.module, {f"{derived.spec.module}.txt": text})
 
 

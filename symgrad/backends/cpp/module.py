@@ -14,6 +14,7 @@ import sympy
 
 from symgrad.ad import inplace
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.base import Provenance
 from symgrad.backends.cpp.contexts import (
     Block,
     CpuHelper,
@@ -46,7 +47,7 @@ _SHAPE = ("std::vector<int64_t>", "toIntVector")
 
 
 def function_context(
-    derived: Derived, printer: AtenPrinter, namer: Namer, version: str, detail: str
+    derived: Derived, printer: AtenPrinter, namer: Namer, provenance: Provenance, detail: str
 ) -> FunctionContext:
     """Print every statement of `derived` and choose every name function.cpp.jinja uses.
 
@@ -103,7 +104,7 @@ def function_context(
         for i in spec.inputs
     ]
     return FunctionContext(
-        header=tuple(_comment_header(derived, version)),
+        header=tuple(_comment_header(derived, provenance)),
         summary=_comment_text(summary(spec)),
         formulas=formulas(derived),
         namespace=f"symgrad_{spec.module}",
@@ -154,7 +155,7 @@ def function_context(
 
 
 def inplace_context(
-    derived: Derived, printer: AtenPrinter, namer: Namer, version: str, detail: str
+    derived: Derived, printer: AtenPrinter, namer: Namer, provenance: Provenance, detail: str
 ) -> FunctionContext | None:
     """The context of the in-place variant `<module>_` (Note [In-place variants]), if any.
 
@@ -164,7 +165,7 @@ def inplace_context(
     if derived.inplace is None:
         return None
     spec = derived.spec
-    context = function_context(derived.inplace, printer, Namer(namer.taken), version, detail)
+    context = function_context(derived.inplace, printer, Namer(namer.taken), provenance, detail)
     overwritten = printer.doprint(inplace.overwritten(spec).symbol)
     parameters = tuple(
         (
@@ -196,9 +197,9 @@ class _Guards:
         return " || ".join(self.need[i.name] for i in inputs)
 
 
-def _comment_header(derived: Derived, version: str) -> list[str]:
+def _comment_header(derived: Derived, provenance: Provenance) -> list[str]:
     """symgrad's generated-file header as `//` comments."""
-    lines = header(escape_comment(derived.spec.source), version)
+    lines = header(derived.spec.source, provenance)
     return ["// " + line.removeprefix("# ").removesuffix("  # noqa: E501") for line in lines]
 
 

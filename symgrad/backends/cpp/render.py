@@ -23,7 +23,12 @@ import jinja2
 
 from symgrad.ad.inplace import variant_doc
 from symgrad.ad.ir import Derived, Namer
-from symgrad.backends.base import BackendUnavailableError, GeneratedFiles, UnprintableError
+from symgrad.backends.base import (
+    BackendUnavailableError,
+    GeneratedFiles,
+    Provenance,
+    UnprintableError,
+)
 from symgrad.backends.cpp import names
 from symgrad.backends.cpp.contexts import LoaderContext
 from symgrad.backends.cpp.module import function_context, inplace_context, python_parameter
@@ -31,7 +36,7 @@ from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.contexts import InplaceTest, TestContext, as_template_variables
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.backends.python.text import docstring, escape_comment, header, summary
+from symgrad.backends.python.text import docstring, header, summary
 from symgrad.backends.statements import condition_temporaries, small_symbols
 from symgrad.errors import SpecError
 
@@ -44,7 +49,7 @@ class ClangFormatMissingError(BackendUnavailableError):
     """clang-format is not installed: the C++ target needs the `cpp` extra."""
 
 
-def render(derived: Derived, version: str) -> GeneratedFiles:
+def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """Print the C++ Function, its loader and its test for `derived`, formatted."""
     spec = derived.spec
     namer = Namer(derived.names)
@@ -54,8 +59,8 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     printer.small_symbols = small_symbols(derived)
     detail = names.helper_namespace(derived, namer)
     try:
-        variant = inplace_context(derived, printer, namer, version, detail)
-        context = function_context(derived, printer, namer, version, detail)
+        variant = inplace_context(derived, printer, namer, provenance, detail)
+        context = function_context(derived, printer, namer, provenance, detail)
         if variant is not None:
             variant = dataclasses.replace(
                 variant, forward_kernel=namer.fresh(f"{variant.function_name}_forward")
@@ -68,11 +73,11 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
             spec.outputs[0].location, f"cannot generate C++ for {outputs}: {error}", "outputs"
         ) from None
     source = _template("function.cpp.jinja").render(as_template_variables(context))
-    test = _test_context(derived, version)
+    test = _test_context(derived, provenance)
     loader = _loader_context(
         derived,
         context.namespace,
-        version,
+        provenance,
         test.inplace,
         fused=context.fused is not None,
         parallel=context.fused is not None or bool(context.cpu_helpers),
@@ -95,7 +100,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
 def _loader_context(
     derived: Derived,
     namespace: str,
-    version: str,
+    provenance: Provenance,
     inplace: InplaceTest | None,
     fused: bool,
     parallel: bool,
@@ -110,7 +115,7 @@ def _loader_context(
         " target has."
     )
     return LoaderContext(
-        header=tuple(header(escape_comment(spec.source), version)),
+        header=tuple(header(spec.source, provenance)),
         summary=docstring(summary(spec), indent=0, closing=False),
         about=tuple(textwrap.wrap(about, width=88, break_on_hyphens=False)),
         module=spec.module,
@@ -130,13 +135,13 @@ def _loader_context(
     )
 
 
-def _test_context(derived: Derived, version: str) -> TestContext:
+def _test_context(derived: Derived, provenance: Provenance) -> TestContext:
     """The Python target's test, for the loaded operator: no jvp (a C++ Function has none)."""
     conditions = condition_temporaries(derived)
     printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
     printer.fuse_products = False  # the reference is the formula as written
     printer.forward_helpers = False
-    context = tests.test_context(derived, printer, version)
+    context = tests.test_context(derived, printer, provenance)
     return dataclasses.replace(context, has_jvp=False, custom_op=None, fused=False)
 
 

@@ -9,6 +9,7 @@ import sympy
 
 from symgrad.ad import inplace
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.backends.base import Provenance
 from symgrad.backends.python import call_checks, kernels
 from symgrad.backends.python.contexts import (
     Block,
@@ -22,7 +23,7 @@ from symgrad.backends.python.contexts import (
 )
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.backends.python.text import docstring, escape_comment, formulas, header, summary
+from symgrad.backends.python.text import docstring, formulas, header, summary
 from symgrad.backends.statements import fact_shapes, merge_blocks, saved_comment
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import activations, pullbacks, reductions
@@ -35,7 +36,9 @@ ANNOTATIONS = {
 }
 
 
-def module_context(derived: Derived, printer: TorchPrinter, version: str) -> ModuleContext:
+def module_context(
+    derived: Derived, printer: TorchPrinter, provenance: Provenance
+) -> ModuleContext:
     """Print every statement of `derived` and choose every name function.py.jinja uses."""
     spec = derived.spec
     namer = Namer(derived.names)
@@ -65,8 +68,8 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     forward_helpers = _forward_helpers(printer, names.helpers)
     helpers: list[PullbackHelper | ForwardHelper] = [*pullback_helpers, *forward_helpers]
     return ModuleContext(
-        version=version,
-        header=tuple(header(escape_comment(spec.source), version)),
+        version=provenance.version,
+        header=tuple(header(spec.source, provenance)),
         summary=docstring(summary(spec), indent=0, closing=False),
         formulas=formulas(derived),
         class_name=spec.name,
@@ -129,7 +132,9 @@ def module_context(derived: Derived, printer: TorchPrinter, version: str) -> Mod
     )
 
 
-def inplace_context(derived: Derived, printer: TorchPrinter, version: str) -> ModuleContext | None:
+def inplace_context(
+    derived: Derived, printer: TorchPrinter, provenance: Provenance
+) -> ModuleContext | None:
     """The context of the in-place variant `<module>_` (Note [In-place variants]), if any.
 
     Print it before the module's context with the same printer, so that the module
@@ -138,7 +143,7 @@ def inplace_context(derived: Derived, printer: TorchPrinter, version: str) -> Mo
     if derived.inplace is None:
         return None
     spec = derived.spec
-    context = module_context(derived.inplace, printer, version)
+    context = module_context(derived.inplace, printer, provenance)
     class_name, function_name = inplace.variant_names(spec)
     return dataclasses.replace(
         context,

@@ -18,7 +18,7 @@ import jinja2
 from black.mode import TargetVersion
 
 from symgrad.ad.ir import Derived
-from symgrad.backends.base import GeneratedFiles, UnprintableError
+from symgrad.backends.base import GeneratedFiles, Provenance, UnprintableError
 from symgrad.backends.python import test_context as tests
 from symgrad.backends.python.contexts import as_template_variables
 from symgrad.backends.python.module_context import inplace_context, module_context
@@ -30,7 +30,7 @@ from symgrad.errors import SpecError
 _BLACK_MODE = black.Mode(line_length=88, target_versions={TargetVersion.PY39})
 
 
-def render(derived: Derived, version: str) -> GeneratedFiles:
+def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """Print the module and the test for `derived`, black-formatted."""
     spec = derived.spec
     conditions = condition_temporaries(derived)
@@ -38,8 +38,8 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
     printer.small_symbols = small_symbols(derived)
     _check_printable(derived)
     try:
-        variant = inplace_context(derived, printer, version)
-        context = module_context(derived, printer, version)
+        variant = inplace_context(derived, printer, provenance)
+        context = module_context(derived, printer, provenance)
         if variant is not None:
             context = dataclasses.replace(
                 context, variant_names=(variant.class_name, variant.function_name)
@@ -47,7 +47,7 @@ def render(derived: Derived, version: str) -> GeneratedFiles:
         test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
         test_printer.fuse_products = False  # the reference is the formula as written
         test_printer.forward_helpers = False
-        test_context = tests.test_context(derived, test_printer, version)
+        test_context = tests.test_context(derived, test_printer, provenance)
     except UnprintableError as error:
         # The forward printed (checked above): the trouble is in a derivative.
         outputs = ", ".join(o.name for o in spec.outputs)

@@ -10,10 +10,11 @@ from sympy.core.relational import Relational
 
 from symgrad.ad import guards, inplace
 from symgrad.ad.ir import Derived, Namer
+from symgrad.backends.base import Provenance
 from symgrad.backends.python.contexts import InplaceTest, Sample, TestContext
 from symgrad.backends.python.module_context import custom_op_context, has_jvp
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.backends.python.text import docstring, escape_comment, header
+from symgrad.backends.python.text import docstring, header
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Spec
 from symgrad.language import functions, piecewise
@@ -99,7 +100,7 @@ def _sample_number(item: Input, rng: random.Random) -> str:
     return repr(round(rng.uniform(low, high), 3))
 
 
-def test_context(derived: Derived, printer: TorchPrinter, version: str) -> TestContext:
+def test_context(derived: Derived, printer: TorchPrinter, provenance: Provenance) -> TestContext:
     """Print the plain formula and choose the samples test_function.py.jinja checks with."""
     spec = derived.spec
     samples = _samples(spec)
@@ -119,8 +120,8 @@ def test_context(derived: Derived, printer: TorchPrinter, version: str) -> TestC
     reference += _overridden_reference(spec, printer)
     overridden = unique_names(o.input.name for o in spec.overrides)
     return TestContext(
-        version=version,
-        header=tuple(header(escape_comment(spec.source), version)),
+        version=provenance.version,
+        header=tuple(header(spec.source, provenance)),
         class_name=spec.name,
         function_name=spec.module,
         module=spec.module,
