@@ -10,8 +10,7 @@
 // Derivatives:
 //     dloss/dx = (t*expm1(log_sigmoid(x)) + (-1 +
 //         t)*expm1(log_sigmoid(-x)))/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
-//     dloss/dt = (-log_sigmoid(x) + log_sigmoid(-x))/numel(-t*log_sigmoid(x) - (1 -
-//         t)*log_sigmoid(-x))
+//     dloss/dt = -x/numel(-t*log_sigmoid(x) - (1 - t)*log_sigmoid(-x))
 //
 // The operator symgrad_bce_with_logits::bce_with_logits runs the Function
 // BCEWithLogits; from C++, call symgrad_bce_with_logits::bce_with_logits(...) or
@@ -152,7 +151,7 @@ struct BCEWithLogits : public torch::autograd::Function<BCEWithLogits> {
                               _t1, _t2);
     }
     if (need_t) {
-      grad_t = detail::sum_to(_t4 * (log_sigmoid1 - log_sigmoid0), _t3, _t2);
+      grad_t = detail::sum_to((-_t4) * x, _t3, _t2);
     }
     return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_t, t.sizes())};
   }

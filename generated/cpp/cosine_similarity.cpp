@@ -12,22 +12,20 @@
 // Derivatives:
 //     grad_a from y = 2*a*unsqueeze(sum_to(where(~(eps > sqrt(sum(a**2, dim=-1))),
 //         (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(a**2, dim=-1))
-//         > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
-//         dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)**2*max(sqrt(sum(b**2, dim=-1)),
-//         eps)))) + where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2, dim=-1))
-//         < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)**2*max(sqrt(sum(b**2, dim=-1)), eps))), 0))/(2*sqrt(sum(a**2, dim=-1))),
-//         0), sum(a**2, dim=-1)), -1) +
-//         sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
+//         > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0,
+//         -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps))) + where(sqrt(sum(a**2, dim=-1))
+//         > eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2,
+//         dim=-1)), eps)), 0))/(2*sqrt(sum(a**2, dim=-1))), 0), sum(a**2, dim=-1)), -1)
+//         + sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), a)
 //     grad_b from y = 2*b*unsqueeze(sum_to(where(~(eps > sqrt(sum(b**2, dim=-1))),
 //         (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(b**2, dim=-1))
-//         > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*sum(a*b,
-//         dim=-1)/(max(sqrt(sum(a**2, dim=-1)), eps)*max(sqrt(sum(b**2, dim=-1)),
-//         eps)**2))) + where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2,
-//         dim=-1)) < eps, 0, -grad_y*sum(a*b, dim=-1)/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)**2)), 0))/(2*sqrt(sum(b**2, dim=-1))),
-//         0), sum(b**2, dim=-1)), -1) +
-//         sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, ...
+//         > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
+//         -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps))) + where(sqrt(sum(b**2, dim=-1))
+//         > eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2,
+//         dim=-1)), eps)), 0))/(2*sqrt(sum(b**2, dim=-1))), 0), sum(b**2, dim=-1)), -1)
+//         + sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
+//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), b)
 //
 // The operator symgrad_cosine_similarity::cosine_similarity runs the Function
 // CosineSimilarity; from C++, call symgrad_cosine_similarity::cosine_similarity(...) or
@@ -127,7 +125,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                 eps, at::TensorOptions().dtype(sqrt1.scalar_type()))) *
          at::maximum(sqrt3, at::scalar_tensor(
                                 eps, at::TensorOptions().dtype(sqrt3.scalar_type()))));
-    return {y, sqrt1, sqrt3, sum4};
+    return {y, sqrt1, sqrt3};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -135,7 +133,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                                                 const at::Tensor& b, double eps) {
     torch::autograd::variable_list outputs = values(a, b, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({a, b, outputs[1], outputs[2], outputs[3]});
+    ctx->save_for_backward({a, b, outputs[0], outputs[1], outputs[2]});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["_t0"] = a.sizes().vec();
     ctx->saved_data["_t1"] = detail::reduced_shape(a.sizes().vec(), {-1}, false);
@@ -158,9 +156,9 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor a = saved[0];
     at::Tensor b = saved[1];
-    at::Tensor sqrt1 = saved[2];
-    at::Tensor sqrt3 = saved[3];
-    at::Tensor sum4 = saved[4];
+    at::Tensor y = saved[2];
+    at::Tensor sqrt1 = saved[3];
+    at::Tensor sqrt3 = saved[4];
     const double eps = ctx->saved_data["eps"].toDouble();
     const std::vector<int64_t> _t0 = ctx->saved_data["_t0"].toIntVector();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
@@ -172,12 +170,11 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     const at::Tensor& grad_y = grads[0];
     const at::Tensor& grad_sqrt1 = grads[1];
     const at::Tensor& grad_sqrt3 = grads[2];
-    const at::Tensor& grad_sum4 = grads[3];
     const bool need_a = ctx->needs_input_grad(0);
     const bool need_b = ctx->needs_input_grad(1);
     at::Tensor grad_a, grad_b;
     at::Tensor _t7, _t8, _t9, _t10, _t11, _t12, _t13, _t14, _t15, _t16, _t17, _t18,
-        _t19, _t20, _t21, _t22;
+        _t19, _t20;
     if (need_a) {
       _t7 = at::reciprocal(2 * sqrt1);
       _t8 = 2 * a;
@@ -188,21 +185,20 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     }
     if (grad_y.defined()) {
       if (need_a || need_b) {
-        _t11 = at::maximum(
-            sqrt3,
-            at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt3.scalar_type())));
-        _t12 = at::reciprocal(_t11);
-        _t13 = at::maximum(
+        _t11 = y * grad_y;
+        _t12 = at::reciprocal(at::maximum(
             sqrt1,
-            at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt1.scalar_type())));
-        _t14 = at::reciprocal(_t13) * grad_y;
-        _t15 = detail::sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1);
+            at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt1.scalar_type()))));
+        _t13 = at::reciprocal(at::maximum(
+            sqrt3,
+            at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt3.scalar_type()))));
+        _t14 = detail::sum_to((_t13 * _t12) * grad_y, _t2, _t3).unsqueeze(-1);
       }
       if (need_a) {
-        _t16 = at::where((sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13) * grad_y);
-        _t17 = (sqrt1 > eps);
-        _t18 = at::addcmul(
-            at::where(_t17, _t16, 0), at::where(_t17, 0, _t16),
+        _t15 = at::where((sqrt1 < eps), 0, (-_t12) * _t11);
+        _t16 = (sqrt1 > eps);
+        _t17 = at::addcmul(
+            at::where(_t16, _t15, 0), at::where(_t16, 0, _t15),
             at::where((sqrt1 == eps),
                       at::scalar_tensor(0.5, at::TensorOptions()
                                                  .dtype(at::result_type(sqrt1, 0.5))
@@ -211,16 +207,15 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         grad_a = detail::accumulate(
             grad_a,
             at::addcmul(
-                detail::sum_to(_t15 * b, _t0, _t4), _t8,
-                detail::sum_to(at::where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3)
+                detail::sum_to(_t14 * b, _t0, _t4), _t8,
+                detail::sum_to(at::where((~(eps > sqrt1)), _t7 * _t17, 0), _t1, _t3)
                     .unsqueeze(-1)));
       }
       if (need_b) {
-        _t19 =
-            at::where((sqrt3 < eps), 0, ((-at::reciprocal(_t11)) * _t14) * sum4 / _t11);
-        _t20 = (sqrt3 > eps);
-        _t21 = at::addcmul(
-            at::where(_t20, _t19, 0), at::where(_t20, 0, _t19),
+        _t18 = at::where((sqrt3 < eps), 0, (-_t13) * _t11);
+        _t19 = (sqrt3 > eps);
+        _t20 = at::addcmul(
+            at::where(_t19, _t18, 0), at::where(_t19, 0, _t18),
             at::where((sqrt3 == eps),
                       at::scalar_tensor(0.5, at::TensorOptions()
                                                  .dtype(at::result_type(sqrt3, 0.5))
@@ -229,8 +224,8 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         grad_b = detail::accumulate(
             grad_b,
             at::addcmul(
-                detail::sum_to(_t15 * a, _t5, _t4), _t10,
-                detail::sum_to(at::where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3)
+                detail::sum_to(_t14 * a, _t5, _t4), _t10,
+                detail::sum_to(at::where((~(eps > sqrt3)), _t9 * _t20, 0), _t6, _t3)
                     .unsqueeze(-1)));
       }
     }
@@ -242,17 +237,6 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     if (grad_sqrt3.defined()) {
       if (need_b) {
         grad_b = detail::accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1));
-      }
-    }
-    if (grad_sum4.defined()) {
-      if (need_a || need_b) {
-        _t22 = grad_sum4.unsqueeze(-1);
-      }
-      if (need_a) {
-        grad_a = detail::accumulate(grad_a, detail::sum_to(_t22 * b, _t0, _t4));
-      }
-      if (need_b) {
-        grad_b = detail::accumulate(grad_b, detail::sum_to(_t22 * a, _t5, _t4));
       }
     }
     return {detail::reduce_to(grad_a, a.sizes()), detail::reduce_to(grad_b, b.sizes()),

@@ -10,9 +10,9 @@
 //     norm = n
 //
 // Derivatives:
-//     grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*x/(2*norm**3), dim=-1,
+//     grad_x from unit = grad_unit/norm + 2*x*sum(-grad_unit*unit/(2*norm**2), dim=-1,
 //         keepdim=True)
-//     dnorm/dx = x/norm
+//     dnorm/dx = unit
 //
 // The operator symgrad_l2_normalize::l2_normalize runs the Function L2Normalize; from
 // C++, call symgrad_l2_normalize::l2_normalize(...) or
@@ -111,7 +111,7 @@ struct L2Normalize : public torch::autograd::Function<L2Normalize> {
                                                 const at::Tensor& x) {
     torch::autograd::variable_list outputs = values(x);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, outputs[1]});
+    ctx->save_for_backward({x, outputs[0], outputs[1]});
     ctx->saved_data["_t0"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t1"] = x.sizes().vec();
     return outputs;
@@ -121,30 +121,28 @@ struct L2Normalize : public torch::autograd::Function<L2Normalize> {
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
-    at::Tensor norm = saved[1];
+    at::Tensor unit = saved[1];
+    at::Tensor norm = saved[2];
     const std::vector<int64_t> _t0 = ctx->saved_data["_t0"].toIntVector();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
     const at::Tensor& grad_unit = grads[0];
     const at::Tensor& grad_norm = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    at::Tensor _t2;
-    if (need_x) {
-      _t2 = at::reciprocal(norm);
-    }
     if (grad_unit.defined()) {
       if (need_x) {
         grad_x = detail::accumulate(
-            grad_x, at::addcmul(_t2 * grad_unit, x,
-                                detail::sum_to((-at::reciprocal(2 * at::pow(norm, 3))) *
-                                                   (grad_unit * x),
-                                               _t0, _t1),
-                                2));
+            grad_x,
+            at::addcmul(at::reciprocal(norm) * grad_unit, x,
+                        detail::sum_to(((-at::reciprocal(2 * norm)) * grad_unit) *
+                                           at::reciprocal(norm) * unit,
+                                       _t0, _t1),
+                        2));
       }
     }
     if (grad_norm.defined()) {
       if (need_x) {
-        grad_x = detail::accumulate(grad_x, _t2 * (grad_norm * x));
+        grad_x = detail::accumulate(grad_x, grad_norm * unit);
       }
     }
     return {detail::reduce_to(grad_x, x.sizes())};
