@@ -93,6 +93,22 @@ def _expm1(x: torch.Tensor) -> torch.Tensor:
 _EXACT: dict[str, Callable[..., Any]] = {"expm1": _expm1}
 
 
+def _log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)) in torch, as Maechler (2012): torch has no function of its own."""
+    return torch.where(x > -math.log(2), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+# torch's composition for the language functions torch has no function for.
+_COMPOSED: dict[str, Callable[..., Any]] = {"log1mexp": _log1mexp}
+
+
+def _builtin(info: functions.FunctionInfo) -> Callable[..., Any]:
+    """torch's function of a language function, or its composition where torch has none."""
+    if info.torch_function is None:
+        return _COMPOSED[info.name]
+    return _torch_function(info.torch_function)
+
+
 def language_subjects() -> list[Subject]:
     """Every function of the language as a one-line spec, against torch's built-in."""
     subjects = []
@@ -118,7 +134,7 @@ def language_subjects() -> list[Subject]:
                 Subject(
                     name,
                     _one_line(name, f"{name}(x)"),
-                    _torch_function(info.torch_function),
+                    _builtin(info),
                     True,
                     NEAR_ONE,
                     _EXACT.get(name),
@@ -362,6 +378,7 @@ SUBSET = (
     "function/softmax",
     "function/log_softmax",
     "function/logsumexp",
+    "function/log1mexp",
     "idiom/softmax_where",
     "idiom/log1p_exp",
     "idiom/logaddexp",
