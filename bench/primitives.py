@@ -18,6 +18,7 @@ import torch
 
 from bench.measure import time_interleaved
 from symgrad.backends.python import kernels
+from symgrad.backends.python.spellings import SPELLINGS
 from symgrad.language import activations, functions
 
 Tensor = torch.Tensor
@@ -28,6 +29,8 @@ Primitive = Callable[[], Tensor]
 _UNIT = frozenset({"asin", "acos", "atanh", "erfinv", "logit"})
 _POSITIVE = frozenset({"log", "log1p", "sqrt", "rsqrt", "lgamma", "digamma", "xlogy", "xlog1py"})
 _ABOVE_ONE = frozenset({"acosh"})
+# Timed on (-1.5, -0.5), across log1mexp's switch at -ln 2.
+_NEGATIVE = frozenset({"log1mexp"})
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,9 @@ def _calls(x: Tensor, p: Tensor, g: Tensor) -> dict[str, Primitive]:
     unit, above_one = (p - 0.5) * 0.9 + 0.05, p + 1
     calls: dict[str, Primitive] = {}
     for name, info in functions.FUNCTIONS.items():
-        call = _resolve(info.torch_function)
+        call = _spelled(name) if info.torch_function is None else _resolve(info.torch_function)
         point = unit if name in _UNIT else p if name in _POSITIVE else x
+        point = -p if name in _NEGATIVE else point
         point = above_one if name in _ABOVE_ONE else point
         if info.arity == 1:
             calls[name] = _bound(call, point)
@@ -107,6 +111,12 @@ def _resolve(dotted: str) -> Callable[..., Tensor]:
     """`torch.special.erfinv` -> the function."""
     found: Callable[..., Tensor] = operator.attrgetter(dotted.removeprefix("torch."))(torch)
     return found
+
+
+def _spelled(name: str) -> Callable[..., Tensor]:
+    """A function torch lacks (log1mexp), as the generated Python spells it on a tensor."""
+    code = compile(SPELLINGS[name].torch.format("t"), f"<{name}>", "eval")
+    return lambda t: eval(code, {"torch": torch, "t": t})  # our own table, never a spec
 
 
 def _bound(call: Callable[..., Tensor], *args: Tensor, **kwargs: str) -> Primitive:

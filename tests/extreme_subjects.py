@@ -93,6 +93,31 @@ def _expm1(x: torch.Tensor) -> torch.Tensor:
 _EXACT: dict[str, Callable[..., Any]] = {"expm1": _expm1}
 
 
+def _log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)) in torch, as Maechler (2012): torch has no function of its own.
+
+    Each form reads only its own side of -ln 2, so that the other's infinite derivative
+    (log1p's at x = -1e-30) does not make the float64 gradient NaN (0 * inf).
+    """
+    near = x > -math.log(2)
+    return torch.where(
+        near,
+        torch.log(-torch.expm1(torch.where(near, x, -1.0))),
+        torch.log1p(-torch.exp(torch.where(near, -1.0, x))),
+    )
+
+
+# torch's composition for the language functions torch has no function for.
+_COMPOSED: dict[str, Callable[..., Any]] = {"log1mexp": _log1mexp}
+
+
+def _builtin(info: functions.FunctionInfo) -> Callable[..., Any]:
+    """torch's function of a language function, or its composition where torch has none."""
+    if info.torch_function is None:
+        return _COMPOSED[info.name]
+    return _torch_function(info.torch_function)
+
+
 def language_subjects() -> list[Subject]:
     """Every function of the language as a one-line spec, against torch's built-in."""
     subjects = []
@@ -118,7 +143,7 @@ def language_subjects() -> list[Subject]:
                 Subject(
                     name,
                     _one_line(name, f"{name}(x)"),
-                    _torch_function(info.torch_function),
+                    _builtin(info),
                     True,
                     NEAR_ONE,
                     _EXACT.get(name),
@@ -242,6 +267,10 @@ _IDIOMS: dict[str, tuple[dict[str, Any], Callable[..., Any] | None, bool]] = {
         torch.logaddexp,
         True,
     ),
+    # log1mexp's three spellings; each loses precision in part of x < 0 as written.
+    "log_one_minus_exp": (_one_line("log1mexpa", "log(1 - exp(x))"), _log1mexp, True),
+    "log_minus_expm1": (_one_line("log1mexpb", "log(-expm1(x))"), _log1mexp, True),
+    "log1p_minus_exp": (_one_line("log1mexpc", "log1p(-exp(x))"), _log1mexp, True),
     "sinc_pi": (
         _one_line("sincpi", "where(x != 0, sin(pi * x) / (pi * x), 1)"),
         torch.special.sinc,
@@ -389,9 +418,13 @@ SUBSET = (
     "function/softmax",
     "function/log_softmax",
     "function/logsumexp",
+    "function/log1mexp",
     "idiom/softmax_where",
     "idiom/log1p_exp",
     "idiom/logaddexp",
+    "idiom/log_one_minus_exp",
+    "idiom/log_minus_expm1",
+    "idiom/log1p_minus_exp",
     "idiom/sinc_pi",
     "idiom/elu_expm1",
     "idiom/bce_stable",

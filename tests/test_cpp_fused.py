@@ -173,6 +173,7 @@ def test_a_loss_of_one_input_without_calls_reads_its_input_again() -> None:
         ("x - mean(x)", "fused"),  # a reduction inside an elementwise output
         ("softmax(x, dim=-1)", "fused"),  # a normalisation
         ("polygamma(1, x)", "fused"),  # no vectorized form
+        ("log(1 - exp(x))", "fused"),  # log1mexp, which has none either
     ],
 )
 def test_specs_without_loops(output: str, mode: str) -> None:

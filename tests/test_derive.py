@@ -76,6 +76,7 @@ SYMPY_EQUIVALENTS: dict[str, Callable[..., sympy.Expr]] = {
     "hypot": lambda a, b: sympy.sqrt(a**2 + b**2),
     "atan2": sympy.atan2,
     "logaddexp": lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)),
+    "log1mexp": lambda a: sympy.log(1 - sympy.exp(a)),
     "floor": sympy.floor,
     "ceil": sympy.ceiling,
     "round": lambda a: sympy.floor(a + sympy.Rational(1, 2)),  # derivative checks only

@@ -45,6 +45,8 @@ _INSIDE_UNIT = (-0.83, -0.31, 0.27, 0.74)
 _PROBABILITY = (0.15, 0.35, 0.62, 0.85)
 # Inside (0.5, 3): away from the poles of the gamma function and the zeros of lgamma.
 _GAMMA = (0.6, 1.3, 2.2, 2.9)
+# Below 0, on both sides of -ln 2 where log1mexp switches forms (log1mexp(x) = log(1 - e^x)).
+_NEGATIVE = (-3.1, -0.9, -0.5, -0.05)
 # Where floor, ceil and round are not 0 (so 1 / f is defined), with two ties (-2.5, 1.5).
 _ROUNDING = (-2.5, -1.3, 1.5, 2.7)
 # Functions defined (or differentiable) only on part of the real line.
@@ -62,6 +64,7 @@ _DOMAINS = {
     "digamma": _GAMMA,
     "polygamma": _GAMMA,
     "logit": _PROBABILITY,
+    "log1mexp": _NEGATIVE,
     "floor": _ROUNDING,
     "ceil": _ROUNDING,
     "round": _ROUNDING,
@@ -209,7 +212,9 @@ def test_table_is_consistent() -> None:
     # The Python backend spells every function, and no other.
     assert set(PYTHON) == set(FUNCTIONS)
     for name, spelling in PYTHON.items():
-        assert spelling.torch.startswith(FUNCTIONS[name].torch_function + "("), name
+        torch_function = FUNCTIONS[name].torch_function
+        if torch_function is not None:  # else the definition's values (test below)
+            assert spelling.torch.startswith(torch_function + "("), name
         assert spelling.math is None or "torch" not in spelling.math, spelling.math
     assert set(_DOMAINS) <= set(FUNCTIONS), "a sample domain names no function"
     assert set(_ARGUMENT_DOMAINS) <= set(FUNCTIONS), "an argument domain names no function"
@@ -221,6 +226,28 @@ def test_table_is_consistent() -> None:
 def test_functions_without_math_spelling() -> None:
     """Python's math module has no erfinv, digamma or polygamma."""
     assert sorted({case.name for case in NO_MATH_CASES}) == ["digamma", "erfinv", "polygamma"]
+
+
+# The functions torch lacks, defined by other language functions.
+DEFINED = sorted(name for name, info in FUNCTIONS.items() if info.torch_function is None)
+# Both signs, both sides of log1mexp's switch at -ln 2, the ends of float32, 0 and NaN.
+_EXTREMES = (-100.0, -30.0, -10.0, -1.0, -0.5, -1e-4, -1e-30, 0.0, 1e-30, 1.0, math.nan)
+
+
+def test_functions_torch_lacks() -> None:
+    assert DEFINED == ["log1mexp"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", DEFINED)
+def test_torch_spelling_is_the_definition(name: str, dtype: torch.dtype) -> None:
+    """A function torch lacks prints as its definition does, to the bit (nan and inf too)."""
+    info = FUNCTIONS[name]
+    assert info.definition is not None
+    x = torch.tensor(_EXTREMES, dtype=dtype)
+    spelled = evaluate(printed(info.sympy_class(X)), x=x)
+    defined = evaluate(printed(info.definition(X)), x=x)
+    torch.testing.assert_close(spelled, defined, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", ALL_FUNCTIONS)

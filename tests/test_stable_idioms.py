@@ -12,6 +12,7 @@ primitive the forward names.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,32 @@ def _ab() -> tuple[torch.Tensor, ...]:
 
 def _zt() -> tuple[torch.Tensor, ...]:
     return _grid(POINTS, TARGETS)
+
+
+# log1mexp's domain, x <= 0, at the issue's points.
+NEGATIVE_POINTS = (-100.0, -30.0, -10.0, -1.0, -1e-4, -1e-30, 0.0)
+
+
+def _negative() -> tuple[torch.Tensor, ...]:
+    return _grid(NEGATIVE_POINTS)
+
+
+def _positive() -> tuple[torch.Tensor, ...]:
+    return _grid(tuple(-p for p in NEGATIVE_POINTS))
+
+
+def _log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)), accurate for every x < 0 (Maechler 2012); torch has no kernel.
+
+    Each form reads only its own side of -ln 2: the other's infinite derivative (log1p's
+    at x = -1e-30) would make autograd's gradient NaN (0 * inf).
+    """
+    near = x > -math.log(2)
+    return torch.where(
+        near,
+        torch.log(-torch.expm1(torch.where(near, x, -1.0))),
+        torch.log1p(-torch.exp(torch.where(near, -1.0, x))),
+    )
 
 
 def _softplus2(x: torch.Tensor) -> torch.Tensor:
@@ -155,6 +182,17 @@ CASES: dict[str, Case] = {
         {"y": "-(relu(-x) + log1p(exp(-abs(x))))"}, F.logsigmoid, _x
     ),
     "logsigmoid, negated softplus": Case({"y": "-softplus(-x)"}, F.logsigmoid, _x),
+    "log1mexp, log of 1 - exp": Case({"y": "log(1 - exp(x))"}, _log1mexp, _negative),
+    "log1mexp, log of -expm1": Case({"y": "log(-expm1(x))"}, _log1mexp, _negative),
+    "log1mexp, log1p of -exp": Case({"y": "log1p(-exp(x))"}, _log1mexp, _negative),
+    "log1mexp through a where name": Case(
+        {"y": "log1p(-e)"}, _log1mexp, _negative, where={"e": "exp(x)"}
+    ),
+    "log1mexp, mirrored": Case({"y": "log(-expm1(-x))"}, lambda x: _log1mexp(-x), _positive),
+    "log1mexp, the where form written out": Case(
+        {"y": "where(x > -log(2), log(-expm1(x)), log1p(-exp(x)))"}, _log1mexp, _negative
+    ),
+    "log1mexp, the function": Case({"y": "log1mexp(x)"}, _log1mexp, _negative),
     "BCE with logits, the stable idiom": Case(
         {"y": "mean(relu(z) - z * t + log1p(exp(-abs(z))))"},
         F.binary_cross_entropy_with_logits,
@@ -207,12 +245,17 @@ def _loss_gradients(
 def _scale(
     function: Callable[..., torch.Tensor], value: torch.Tensor, inputs: tuple[torch.Tensor, ...]
 ) -> torch.Tensor:
-    """|q| + sum_i |dq/dx_i * x_i| for every element q of `function`'s value, in float64."""
+    """|q| + sum_i |dq/dx_i * x_i| for every element q of `function`'s value, in float64.
+
+    An input exactly 0 adds nothing, also where dq/dx_i is infinite there (log1mexp at 0):
+    autograd's 0 * inf would make every element's scale NaN.
+    """
     jacobians = torch.autograd.functional.jacobian(function, inputs)
     total = value.abs()
     for jacobian, x in zip(jacobians, inputs, strict=True):
-        flat = jacobian.reshape(value.numel(), x.numel())
-        total = total + (flat.abs() @ x.abs().flatten()).reshape(value.shape)
+        terms = jacobian.reshape(value.numel(), x.numel()).abs() * x.abs().flatten()
+        terms = torch.where(x.flatten() == 0, 0.0, terms)
+        total = total + terms.sum(dim=1).reshape(value.shape)
     return total
 
 
@@ -286,6 +329,12 @@ def _forward(formula: str, where: dict[str, str] | None = None, names: str = "xa
         ("max(x, 0) + log(1 + exp(-abs(x)))", None, {"softplus"}),
         ("min(x, 0) - log1p(exp(-abs(x)))", None, {"log_sigmoid"}),
         ("-softplus(-x)", None, {"log_sigmoid"}),
+        ("log(1 - exp(x))", None, {"log1mexp"}),
+        ("log(-expm1(x))", None, {"log1mexp"}),
+        ("log1p(-exp(x))", None, {"log1mexp"}),
+        ("log(1 - e)", {"e": "exp(x)"}, {"log1mexp"}),
+        ("log(-m)", {"m": "expm1(2 * x)"}, {"log1mexp"}),
+        ("log(1 - sigmoid(x))", None, {"log_sigmoid"}),
     ],
 )
 def test_rewrites_to_the_stable_primitive(

@@ -225,6 +225,9 @@ def _evaluate(expr: sympy.Basic, leaves: dict[sympy.Symbol, Any]) -> Any:
         return _evaluate(expr.expanded(), leaves)
     if isinstance(expr, functions.ElementwiseFunction):
         info = functions.FUNCTIONS[type(expr).__name__]
+        if info.torch_function is None:  # torch has no such function: its definition
+            assert info.definition is not None
+            return _evaluate(info.definition(*expr.args), leaves)
         target: Any = torch
         *path, last = info.torch_function.split(".")[1:] or [""]
         for name in path:

@@ -18,6 +18,8 @@ changes nothing but rounding.
 | exp(u) / sum(exp(u), dims, keepdim)         | exp(u - logsumexp(u, dims, keepdim))|
 | u - logsumexp(u, dim, keepdim=True)         | log_softmax(u, dim)                 |
 | log(softmax(u, dim)), log(exp(u))           | log_softmax(u, dim), u              |
+| log(1 - exp(u)), log(-expm1(u))             | log1mexp(u)                         |
+| log1p(-exp(u))                              | log1mexp(u)                         |
 
 and the stable idioms of smooth functions (symgrad.ad.idioms).
 
@@ -181,6 +183,33 @@ def _log_sigmoid(node: sympy.Basic, view: View) -> sympy.Expr | None:
     return None
 
 
+def _one_minus(node: sympy.Basic, name: str, view: View) -> sympy.Expr | None:
+    """u when `node` is 1 - name(u)."""
+    if isinstance(node, sympy.Add) and len(node.args) == 2 and sympy.Integer(1) in node.args:
+        (other,) = (a for a in node.args if a != 1)
+        return view.argument(-other, name)
+    return None
+
+
+def _log1mexp(node: sympy.Basic, view: View) -> sympy.Expr | None:
+    """log(1 - exp(u)), log(-expm1(u)) and log1p(-exp(u)) -> log1mexp(u).
+
+    Each spelling loses precision in part of u < 0 (log1p(-exp(u)) near 0, log(-expm1(u))
+    below -30, the first at both); log1mexp switches between the last two at -ln 2. The
+    rule emits the opaque call, which no rule reads: its definition is spelled only when
+    printed.
+    """
+    u = None
+    if is_call(node, "log"):
+        argument = view(node.args[0])
+        u = view.argument(-argument, "expm1")
+        if u is None:
+            u = _one_minus(argument, "exp", view)
+    elif is_call(node, "log1p"):
+        u = view.argument(-node.args[0], "exp")
+    return None if u is None else functions.call("log1mexp", u)
+
+
 def _logsumexp(node: sympy.Basic, view: View) -> sympy.Expr | None:
     if is_call(node, "log"):
         total = view(node.args[0])
@@ -251,6 +280,7 @@ _RULES: tuple[Rule, ...] = (
     _sigmoid,
     _rsqrt,
     _log_sigmoid,
+    _log1mexp,
     _logsumexp,
     _softmax,
     _log_softmax,

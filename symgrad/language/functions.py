@@ -14,13 +14,14 @@ uses the node itself, so the backward reuses the forward value instead of recomp
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
 
-from symgrad.language import derivatives
+from symgrad.language import derivatives, piecewise
 
 
 class ElementwiseFunction(sympy.Function):
@@ -66,12 +67,21 @@ class FunctionInfo:
     # Number of arguments.
     arity: int
     # The torch function that defines its values, whose conventions (at poles, kinks, NaN)
-    # the derivative follows; the generator evaluates it to find safe points.
-    torch_function: str
+    # the derivative follows; the generator evaluates it to find safe points. None where
+    # torch has no function of its own: `definition` defines the values then.
+    torch_function: str | None
     # Partial derivative: (node, 0-based argument index) -> expression.
     derivative: Derivative
     # Other accepted spellings, such as sympy's own names.
     aliases: tuple[str, ...] = ()
+    # For a function torch lacks: its value in terms of other language functions, as the
+    # backends spell it out with torch's own (the arguments -> expression).
+    definition: Callable[..., sympy.Expr] | None = None
+
+    def __post_init__(self) -> None:
+        """A function is torch's or defined by others (log1mexp), never both or neither."""
+        if (self.torch_function is None) == (self.definition is None):
+            raise ValueError(f"{self.name}: give a torch function or a definition, not both")
 
     @property
     def sympy_class(self) -> type[ElementwiseFunction]:
@@ -91,6 +101,23 @@ def _rule(rule: Callable[..., sympy.Expr]) -> Derivative:
 
 def _arg(node: sympy.Expr) -> sympy.Expr:
     return node.args[0]
+
+
+# -ln 2, where log1mexp switches forms, as the float the backends print.
+_MINUS_LN2 = sympy.Float(-math.log(2))
+
+
+def _log1mexp(u: sympy.Expr) -> sympy.Expr:
+    """log(1 - exp(u)) for u <= 0 as Maechler (2012) computes it, accurate over the range.
+
+    log(-expm1(u)) loses u's last bits below -ln 2 (-expm1(-30) rounds to 1: 0 instead of
+    -9.4e-14), log1p(-exp(u)) above it (exp(-1e-4) rounds). NaN for u > 0, as both.
+    """
+    return piecewise.where(
+        piecewise.Gt(u, _MINUS_LN2),
+        _call("log", -_call("expm1", u)),
+        _call("log1p", -_call("exp", u)),
+    )
 
 
 _HALF = sympy.Rational(1, 2)
@@ -172,6 +199,16 @@ _TABLE: tuple[FunctionInfo, ...] = (
         2,
         "torch.logaddexp",
         lambda f, i: _call("sigmoid", f.args[i] - f.args[1 - i]),
+    ),
+    # d log(1 - exp(u)) / du = exp(u) / expm1(u): accurate where 1 - exp(u) cancels (-1e4
+    # at u = -1e-4) and where it rounds to 1 (-9.4e-14 at u = -30). Not -1 / expm1(-u):
+    # expm1(100) overflows float32, giving -0 at u = -100 for -3.7e-44.
+    FunctionInfo(
+        "log1mexp",
+        1,
+        None,
+        lambda f, i: _call("exp", _arg(f)) / _call("expm1", _arg(f)),
+        definition=_log1mexp,
     ),
     FunctionInfo("atan2", 2, "torch.atan2", _rule(derivatives.atan2), ("arctan2",)),
     FunctionInfo("sinc", 1, "torch.special.sinc", _rule(derivatives.sinc)),

@@ -20,6 +20,8 @@ from symgrad.backends.base import UnprintableError
 
 # pi as a double literal (17 significant digits: exact), for the spellings that need it.
 PI = f"{math.pi:.17g}"
+# -ln 2 likewise, where log1mexp switches between its two forms.
+MINUS_LN2 = repr(-math.log(2))
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,12 @@ SPELLINGS: dict[str, Spelling] = {
         "(({0}) == ({1}) && std::isinf(static_cast<double>({0})) ? static_cast<double>({0})"
         " : std::max<double>({0}, {1}) + std::log1p(std::exp(-std::fabs(({0}) - ({1})))))",
         tensor_arguments=True,
+    ),
+    # ATen has no log1mexp: symgrad.language.functions' definition, -ln 2 its switch. IEEE
+    # gives nan for u > 0 and -inf at 0, as torch.
+    "log1mexp": Spelling(
+        f"at::where(({{0}}) > {MINUS_LN2}, at::log(-at::expm1({{0}})), at::log1p(-at::exp({{0}})))",
+        f"(({{0}}) > {MINUS_LN2} ? std::log(-std::expm1({{0}})) : std::log1p(-std::exp({{0}})))",
     ),
     "sinc": Spelling(
         "at::special_sinc({0})",

@@ -9,6 +9,7 @@ arguments' assumptions do not prove the call in the domain of Python's math (Not
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,13 @@ class Spelling:
     # Whether the arguments' assumptions prove the plain `math` spelling cannot raise.
     in_domain: Callable[..., bool] = lambda *args: False
 
+
+# -ln 2 as a float literal (repr: the shortest that reads back exactly).
+_MINUS_LN2 = repr(-math.log(2))
+# log1mexp on numbers below 0 (the torch spelling's two forms).
+_LOG1MEXP_MATH = (
+    f"(math.log(-math.expm1({{0}})) if ({{0}}) > {_MINUS_LN2} else math.log1p(-math.exp({{0}})))"
+)
 
 SPELLINGS: dict[str, Spelling] = {
     "exp": Spelling(
@@ -170,6 +178,14 @@ SPELLINGS: dict[str, Spelling] = {
         "(({0}) if ({0}) == ({1}) and math.isinf({0}) else max(({0}), ({1}))"
         " + math.log1p(math.exp(-abs(({0}) - ({1})))))",
         tensor_arguments=True,
+    ),
+    # torch has no log1mexp: symgrad.language.functions' definition, -ln 2 its switch.
+    "log1mexp": Spelling(
+        f"torch.where(({{0}}) > {_MINUS_LN2}, torch.log(-torch.expm1({{0}})),"
+        " torch.log1p(-torch.exp({0})))",
+        _LOG1MEXP_MATH,
+        safe_math=f"(math.nan if ({{0}}) > 0 else -math.inf if ({{0}}) == 0 else {_LOG1MEXP_MATH})",
+        in_domain=lambda x: domains.positive(-x),
     ),
     "sinc": Spelling(
         "torch.special.sinc({0})",
