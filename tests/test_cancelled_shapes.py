@@ -93,6 +93,11 @@ CASES = {
             x2.mean(dim=None, keepdim=True) - (x1 - x1 + x2) + (x1 - x1 + x2)
         ),
     ),
+    "a term that cancels beside a reduction of the same input": Case(
+        {"y0": "mean(x) - x + x", "y1": "mean(mean(x) - x + x, dim=-1, keepdim=True)"},
+        {"x": (2,)},
+        lambda x: (x.mean() - x + x, (x.mean() - x + x).mean(dim=-1, keepdim=True)),
+    ),
     "an output that is a named value once terms cancel": Case(
         {
             "y0": "sqrt(erf(w0)**2 + 0.5) - softplus(x0 * x0) + softplus(x0 * x0)",

@@ -239,8 +239,26 @@ def _chain(adjoint: Term, partial: sympy.Expr) -> sympy.Expr:
     inner = adjoint.expr
     if isinstance(inner, piecewise.Where) and inner.args[0] == adjoint.mask and inner.args[2] == 0:
         inner = inner.args[1]  # where(m, a, 0) * p is where(m, a * p, 0)
-    mask = sympy.simplify_logic(adjoint.mask)  # a > e | a == e from max's two routes
-    return piecewise.where(mask, inner * partial, sympy.Integer(0))
+    return piecewise.where(_merge_ties(adjoint.mask), inner * partial, sympy.Integer(0))
+
+
+def _merge_ties(mask: sympy.Basic) -> sympy.Basic:
+    """`a > e | a == e` (max's two routes) as `a >= e`, and likewise for `<`.
+
+    A local rewrite, not sympy.simplify_logic: that one is unbounded in the size of the
+    mask and differentiates the relations' sides, which the language's nodes refuse.
+    """
+    if not isinstance(mask, sympy.Or):
+        return mask
+    terms = list(mask.args)
+    for tie in [t for t in terms if isinstance(t, sympy.Eq)]:
+        for strict, wide in ((sympy.StrictGreaterThan, sympy.Ge), (sympy.StrictLessThan, sympy.Le)):
+            for side in (strict(*tie.args), strict(*reversed(tie.args))):
+                if side in terms and tie in terms:
+                    terms.remove(side)
+                    terms.remove(tie)
+                    terms.append(wide(*side.args))
+    return sympy.Or(*terms)
 
 
 def _has_pole(expr: sympy.Basic) -> bool:

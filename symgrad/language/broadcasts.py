@@ -81,7 +81,9 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
 def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Basic:
     """`result`, wrapped in a `Broadcast` where building it lost leaves of its operands."""
     operands = list(operands)
-    if isinstance(result, reductions.Reduction) and result.argument in operands:
+    if isinstance(result, reductions.Reduction) and all(
+        leaves(operand) <= leaves(result.argument) for operand in operands
+    ):
         return result  # the reduction call itself consumes its argument's shape
     if piecewise.is_condition(result):
         return result  # conditions are never folded

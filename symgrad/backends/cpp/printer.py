@@ -93,6 +93,11 @@ class AtenPrinter(ArithmeticPrinter):
 
     # --- Kinks and activations (symgrad.language.piecewise, .activations) ----------------
 
+    def _print_definition(self, expr: activations.Activation | pullbacks.Pullback) -> str:
+        """The node written out, in parentheses: sympy ranks a call as an atom, so
+        `gelu(k)**2` on a number would otherwise print as `k * (...) / 2**2`."""
+        return f"({self._print(expr.expanded())})"
+
     def _print_Relu(self, expr: piecewise.Relu) -> str:
         (x,) = expr.args
         if self.is_tensor(x):
@@ -134,7 +139,7 @@ class AtenPrinter(ArithmeticPrinter):
         x, *values = expr.args
         call = ACTIVATIONS[expr.name]
         if not self.is_tensor(x) or call is None:
-            return self._print(expr.expanded())
+            return self._print_definition(expr)
         arguments = [self._print(x)]
         for (keyword, _), value in zip(expr.parameters, values, strict=True):
             if self.is_tensor(value):
@@ -155,7 +160,7 @@ class AtenPrinter(ArithmeticPrinter):
         """torch's backward kernel on tensors; written out where it has no derivative and
         grad mode is on (double backward), as the Python backend's helpers do."""
         if not (self.is_tensor(expr.grad) and self.is_tensor(expr.point)):
-            return self._print(expr.expanded())
+            return self._print_definition(expr)
         kernel = KERNELS[expr.function]
         call = kernel.call.format(grad=self._print(expr.grad), point=self._print(expr.point))
         role = f"{expr.function}_backward"

@@ -97,6 +97,11 @@ class TorchPrinter(ArithmeticPrinter):
                     candidates.add(symbol)
         return sorted(candidates, key=str)
 
+    def _print_definition(self, expr: activations.Activation | pullbacks.Pullback) -> str:
+        """The node written out, in parentheses: sympy ranks a call as an atom, so
+        `gelu(k)**2` on a number would otherwise print as `k * (...) / 2**2`."""
+        return f"({self._print(expr.expanded())})"
+
     def _print_Relu(self, expr: piecewise.Relu) -> str:
         (x,) = expr.args
         return f"torch.relu({self._print(x)})" if self.is_tensor(x) else f"max({self._print(x)}, 0)"
@@ -105,7 +110,7 @@ class TorchPrinter(ArithmeticPrinter):
         """torch's fused call; on a number, the activation's definition with math."""
         x, *values = expr.args
         if not self.is_tensor(x):
-            return self._print(expr.expanded())
+            return self._print_definition(expr)
         arguments = [self._print(x)]
         for (keyword, default), value in zip(expr.parameters, values, strict=True):
             if self.is_tensor(value):
@@ -125,7 +130,7 @@ class TorchPrinter(ArithmeticPrinter):
     def _print_Pullback(self, expr: pullbacks.Pullback) -> str:
         """torch's backward kernel (symgrad.backends.python.kernels) on tensors."""
         if not (self.is_tensor(expr.grad) and self.is_tensor(expr.point)):
-            return self._print(expr.expanded())
+            return self._print_definition(expr)
         kernel = KERNELS[expr.function]
         call = kernel.call
         if not kernel.differentiable:
