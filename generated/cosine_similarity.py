@@ -57,6 +57,12 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
+    """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+    argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
+    return value.unsqueeze(-1) if value.dim() else value
+
+
 def _reduced_shape(
     shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
 ) -> torch.Size:
@@ -199,7 +205,7 @@ class CosineSimilarity(torch.autograd.Function):
                 _t12 = 1 / _t11
                 _t13 = torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
                 _t14 = 1 / _t13 * grad_y
-                _t15 = _sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1)
+                _t15 = _unsqueeze_last(_sum_to(_t12 * _t14, _t2, _t3))
             if need_a:
                 _t16 = torch.where(
                     (sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13 * grad_y)
@@ -227,9 +233,11 @@ class CosineSimilarity(torch.autograd.Function):
                     torch.addcmul(
                         _sum_to(_t15 * b, _t0, _t4),
                         _t8,
-                        _sum_to(
-                            torch.where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3
-                        ).unsqueeze(-1),
+                        _unsqueeze_last(
+                            _sum_to(
+                                torch.where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3
+                            )
+                        ),
                     ),
                 )
             if need_b:
@@ -259,20 +267,22 @@ class CosineSimilarity(torch.autograd.Function):
                     torch.addcmul(
                         _sum_to(_t15 * a, _t5, _t4),
                         _t10,
-                        _sum_to(
-                            torch.where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3
-                        ).unsqueeze(-1),
+                        _unsqueeze_last(
+                            _sum_to(
+                                torch.where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3
+                            )
+                        ),
                     ),
                 )
         if grad_sqrt1 is not None:
             if need_a:
-                grad_a = _accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1))
+                grad_a = _accumulate(grad_a, _t8 * _unsqueeze_last(_t7 * grad_sqrt1))
         if grad_sqrt3 is not None:
             if need_b:
-                grad_b = _accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1))
+                grad_b = _accumulate(grad_b, _t10 * _unsqueeze_last(_t9 * grad_sqrt3))
         if grad_sum4 is not None:
             if need_a or need_b:
-                _t22 = grad_sum4.unsqueeze(-1)
+                _t22 = _unsqueeze_last(grad_sum4)
             if need_a:
                 grad_a = _accumulate(grad_a, _sum_to(_t22 * b, _t0, _t4))
             if need_b:

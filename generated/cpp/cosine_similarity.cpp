@@ -64,6 +64,12 @@ inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
   return total.defined() ? total + term : term;
 }
 
+// `value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+// argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts).
+inline at::Tensor unsqueeze_last(const at::Tensor& value) {
+  return value.dim() > 0 ? value.unsqueeze(-1) : value;
+}
+
 // `value` broadcast over `frame`, then summed back to `shape`.
 inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
                          at::IntArrayRef frame) {
@@ -74,6 +80,9 @@ inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
 // The dims a reduction over `dims` combines: every dim when `dims` is empty.
 inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
   std::vector<bool> reduced(rank, dims.empty());
+  if (rank == 0) {
+    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
+  }
   for (const int64_t dim : dims) {
     reduced[((dim % rank) + rank) % rank] = true;
   }
@@ -195,7 +204,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
             sqrt1,
             at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt1.scalar_type())));
         _t14 = at::reciprocal(_t13) * grad_y;
-        _t15 = detail::sum_to(_t12 * _t14, _t2, _t3).unsqueeze(-1);
+        _t15 = detail::unsqueeze_last(detail::sum_to(_t12 * _t14, _t2, _t3));
       }
       if (need_a) {
         _t16 = at::where((sqrt1 < eps), 0, (-_t12 / _t13) * (sum4 / _t13) * grad_y);
@@ -209,10 +218,9 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                       1));
         grad_a = detail::accumulate(
             grad_a,
-            at::addcmul(
-                detail::sum_to(_t15 * b, _t0, _t4), _t8,
-                detail::sum_to(at::where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3)
-                    .unsqueeze(-1)));
+            at::addcmul(detail::sum_to(_t15 * b, _t0, _t4), _t8,
+                        detail::unsqueeze_last(detail::sum_to(
+                            at::where((~(eps > sqrt1)), _t7 * _t18, 0), _t1, _t3))));
       }
       if (need_b) {
         _t19 =
@@ -227,25 +235,26 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
                       1));
         grad_b = detail::accumulate(
             grad_b,
-            at::addcmul(
-                detail::sum_to(_t15 * a, _t5, _t4), _t10,
-                detail::sum_to(at::where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3)
-                    .unsqueeze(-1)));
+            at::addcmul(detail::sum_to(_t15 * a, _t5, _t4), _t10,
+                        detail::unsqueeze_last(detail::sum_to(
+                            at::where((~(eps > sqrt3)), _t9 * _t21, 0), _t6, _t3))));
       }
     }
     if (grad_sqrt1.defined()) {
       if (need_a) {
-        grad_a = detail::accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1));
+        grad_a =
+            detail::accumulate(grad_a, _t8 * detail::unsqueeze_last(_t7 * grad_sqrt1));
       }
     }
     if (grad_sqrt3.defined()) {
       if (need_b) {
-        grad_b = detail::accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1));
+        grad_b =
+            detail::accumulate(grad_b, _t10 * detail::unsqueeze_last(_t9 * grad_sqrt3));
       }
     }
     if (grad_sum4.defined()) {
       if (need_a || need_b) {
-        _t22 = grad_sum4.unsqueeze(-1);
+        _t22 = detail::unsqueeze_last(grad_sum4);
       }
       if (need_a) {
         grad_a = detail::accumulate(grad_a, detail::sum_to(_t22 * b, _t0, _t4));
