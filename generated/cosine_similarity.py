@@ -10,22 +10,22 @@ Forward:
         eps))
 
 Derivatives:
-    grad_a from y = 2*a*unsqueeze(sum_to(where(~(eps > sqrt(sum(a**2, dim=-1))),
-        (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(a**2, dim=-1)) >
-        eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2,
-        dim=-1)), eps))) + where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2,
-        dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps)),
-        0))/(2*sqrt(sum(a**2, dim=-1))), 0), sum(a**2, dim=-1)), -1) +
-        sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-        eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), a)
-    grad_b from y = 2*b*unsqueeze(sum_to(where(~(eps > sqrt(sum(b**2, dim=-1))),
-        (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(b**2, dim=-1)) >
-        eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2,
-        dim=-1)), eps))) + where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2,
-        dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps)),
-        0))/(2*sqrt(sum(b**2, dim=-1))), 0), sum(b**2, dim=-1)), -1) +
-        sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-        eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), b)
+    grad_a from y = 2*a*unsqueeze(sum_to(where(((sqrt(sum(a**2, dim=-1)) > eps) &
+        ~(sqrt(sum(a**2, dim=-1)) < eps)) | (sqrt(sum(a**2, dim=-1)) == eps &
+        ~(sqrt(sum(a**2, dim=-1)) > eps) & ~(sqrt(sum(a**2, dim=-1)) < eps)) |
+        (sqrt(sum(a**2, dim=-1)) != eps & ~(sqrt(sum(a**2, dim=-1)) > eps) &
+        ~(sqrt(sum(a**2, dim=-1)) < eps)), (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2,
+        1)*where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps,
+        0, -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps))) + where(sqrt(sum(a**2, dim=-1))
+        > eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, ...
+    grad_b from y = 2*b*unsqueeze(sum_to(where(((sqrt(sum(b**2, dim=-1)) > eps) &
+        ~(sqrt(sum(b**2, dim=-1)) < eps)) | (sqrt(sum(b**2, dim=-1)) == eps &
+        ~(sqrt(sum(b**2, dim=-1)) > eps) & ~(sqrt(sum(b**2, dim=-1)) < eps)) |
+        (sqrt(sum(b**2, dim=-1)) != eps & ~(sqrt(sum(b**2, dim=-1)) > eps) &
+        ~(sqrt(sum(b**2, dim=-1)) < eps)), (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2,
+        1)*where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps,
+        0, -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps))) + where(sqrt(sum(b**2, dim=-1))
+        > eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0, ...
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     if value.shape != frame:
         value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
+
+
+def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
+    """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+    argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
+    return value.unsqueeze(-1) if value.dim() else value
 
 
 def _reduced_shape(
@@ -196,15 +202,16 @@ class CosineSimilarity(torch.autograd.Function):
                 _t11 = y * grad_y
                 _t12 = 1 / torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
                 _t13 = 1 / torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
-                _t14 = _sum_to(_t13 * _t12 * grad_y, _t2, _t3).unsqueeze(-1)
+                _t14 = _unsqueeze_last(_sum_to(_t13 * _t12 * grad_y, _t2, _t3))
             if need_a:
-                _t15 = torch.where((sqrt1 < eps), 0, (-_t12) * _t11)
-                _t16 = sqrt1 > eps
-                _t17 = torch.addcmul(
-                    torch.where(_t16, _t15, 0),
-                    torch.where(_t16, 0, _t15),
+                _t15 = sqrt1 < eps
+                _t16 = torch.where(_t15, 0, (-_t12) * _t11)
+                _t17 = sqrt1 == eps
+                _t18 = sqrt1 > eps
+                _t19 = torch.addcmul(
+                    torch.where(_t18, _t16, 0),
                     torch.where(
-                        (sqrt1 == eps),
+                        _t17,
                         torch.tensor(
                             1 / 2,
                             dtype=(
@@ -216,25 +223,41 @@ class CosineSimilarity(torch.autograd.Function):
                         ),
                         1,
                     ),
+                    torch.where(_t18, 0, _t16),
                 )
+                _t20 = ~_t15
+                _t21 = ~_t18
                 grad_a = _accumulate(
                     grad_a,
                     torch.addcmul(
                         _sum_to(_t14 * b, _t0, _t4),
                         _t8,
-                        _sum_to(
-                            torch.where((~(eps > sqrt1)), _t7 * _t17, 0), _t1, _t3
-                        ).unsqueeze(-1),
+                        _unsqueeze_last(
+                            _sum_to(
+                                torch.where(
+                                    (
+                                        (_t18 & _t20)
+                                        | (_t17 & _t20 & _t21)
+                                        | (_t20 & _t21 & (sqrt1 != eps))
+                                    ),
+                                    _t7 * _t19,
+                                    0,
+                                ),
+                                _t1,
+                                _t3,
+                            )
+                        ),
                     ),
                 )
             if need_b:
-                _t18 = torch.where((sqrt3 < eps), 0, (-_t13) * _t11)
-                _t19 = sqrt3 > eps
-                _t20 = torch.addcmul(
-                    torch.where(_t19, _t18, 0),
-                    torch.where(_t19, 0, _t18),
+                _t22 = sqrt3 < eps
+                _t23 = torch.where(_t22, 0, (-_t13) * _t11)
+                _t24 = sqrt3 == eps
+                _t25 = sqrt3 > eps
+                _t26 = torch.addcmul(
+                    torch.where(_t25, _t23, 0),
                     torch.where(
-                        (sqrt3 == eps),
+                        _t24,
                         torch.tensor(
                             1 / 2,
                             dtype=(
@@ -246,23 +269,38 @@ class CosineSimilarity(torch.autograd.Function):
                         ),
                         1,
                     ),
+                    torch.where(_t25, 0, _t23),
                 )
+                _t27 = ~_t22
+                _t28 = ~_t25
                 grad_b = _accumulate(
                     grad_b,
                     torch.addcmul(
                         _sum_to(_t14 * a, _t5, _t4),
                         _t10,
-                        _sum_to(
-                            torch.where((~(eps > sqrt3)), _t9 * _t20, 0), _t6, _t3
-                        ).unsqueeze(-1),
+                        _unsqueeze_last(
+                            _sum_to(
+                                torch.where(
+                                    (
+                                        (_t25 & _t27)
+                                        | (_t24 & _t27 & _t28)
+                                        | (_t27 & _t28 & (sqrt3 != eps))
+                                    ),
+                                    _t9 * _t26,
+                                    0,
+                                ),
+                                _t6,
+                                _t3,
+                            )
+                        ),
                     ),
                 )
         if grad_sqrt1 is not None:
             if need_a:
-                grad_a = _accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1))
+                grad_a = _accumulate(grad_a, _t8 * _unsqueeze_last(_t7 * grad_sqrt1))
         if grad_sqrt3 is not None:
             if need_b:
-                grad_b = _accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1))
+                grad_b = _accumulate(grad_b, _t10 * _unsqueeze_last(_t9 * grad_sqrt3))
         return _reduce_to(grad_a, a.shape), _reduce_to(grad_b, b.shape), None
 
     @staticmethod
@@ -274,40 +312,40 @@ class CosineSimilarity(torch.autograd.Function):
         tangent_a, tangent_b = _fill_tangents(
             (tangent_a, tangent_b), ctx.tangent_shapes
         )
-        _t21 = 1 / torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
-        _t22 = 1 / torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
+        _t29 = 1 / torch.maximum(sqrt1, torch.tensor(eps, dtype=sqrt1.dtype))
+        _t30 = 1 / torch.maximum(sqrt3, torch.tensor(eps, dtype=sqrt3.dtype))
         tangent_sum0 = torch.sum(2 * a * tangent_a, dim=-1)
         tangent_sum2 = torch.sum(2 * b * tangent_b, dim=-1)
         tangent_sum4 = torch.sum(torch.addcmul(a * tangent_b, b, tangent_a), dim=-1)
-        _t23 = tangent_sum0 / sqrt1
-        _t24 = _t23 / 2
-        _t25 = tangent_sum2 / sqrt3
-        _t26 = _t25 / 2
+        _t31 = tangent_sum0 / sqrt1
+        _t32 = _t31 / 2
+        _t33 = tangent_sum2 / sqrt3
+        _t34 = _t33 / 2
         tangent_y = (
-            _t22 * _t21 * tangent_sum4
-            - _t22
+            _t30 * _t29 * tangent_sum4
+            - _t30
             * y
             * torch.where(
                 (sqrt3 < eps),
                 0,
                 torch.where(
-                    (sqrt3 > eps), _t26, torch.where((sqrt3 == eps), _t25 / 4, _t26)
+                    (sqrt3 > eps), _t34, torch.where((sqrt3 == eps), _t33 / 4, _t34)
                 ),
             )
-            - _t21
+            - _t29
             * y
             * torch.where(
                 (sqrt1 < eps),
                 0,
                 torch.where(
-                    (sqrt1 > eps), _t24, torch.where((sqrt1 == eps), _t23 / 4, _t24)
+                    (sqrt1 > eps), _t32, torch.where((sqrt1 == eps), _t31 / 4, _t32)
                 ),
             )
         )
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(_t24, sqrt1_shape),
-            _expand_to(_t26, sqrt3_shape),
+            _expand_to(_t32, sqrt1_shape),
+            _expand_to(_t34, sqrt3_shape),
         )
 
 

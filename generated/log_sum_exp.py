@@ -33,6 +33,12 @@ def _reduce_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | N
     return grad.sum_to_size(shape)
 
 
+def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
+    """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+    argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
+    return value.unsqueeze(-1) if value.dim() else value
+
+
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """A tangent in the shape of its output (an input tangent may broadcast to it)."""
     return tangent if tangent.shape == shape else tangent.expand(shape)
@@ -102,7 +108,7 @@ class LogSumExp(torch.autograd.Function):
         (need_x,) = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = grad_y.unsqueeze(-1) * torch.exp(x - y.unsqueeze(-1))
+            grad_x = _unsqueeze_last(grad_y) * torch.exp(x - _unsqueeze_last(y))
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod
@@ -111,7 +117,7 @@ class LogSumExp(torch.autograd.Function):
         x, y = ctx.saved_tensors
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        tangent_y = torch.sum(tangent_x * torch.exp(x - y.unsqueeze(-1)), dim=-1)
+        tangent_y = torch.sum(tangent_x * torch.exp(x - _unsqueeze_last(y)), dim=-1)
         return _expand_to(tangent_y, y_shape)
 
 

@@ -111,6 +111,28 @@ CASES = {
         lambda a, b: (a * b).sum(0)
         / torch.clamp_min((a**2).sum(0).sqrt() * (b**2).sum(0).sqrt(), 1e-8),
     ),
+    # Over dim -1 the rank decides whether a dim goes, at run time.
+    "cosine similarity over dim -1 of 0-d inputs": Case(
+        {"y": "sum(a * b, dim=-1) / sqrt(sum(a**2, dim=-1))"},
+        {"a": (), "b": ()},
+        lambda a, b: (a * b).sum(-1) / (a**2).sum(-1).sqrt(),
+    ),
+    "mean and logsumexp over dim -1 of 0-d inputs": Case(
+        {"y": "mean(a * b, dim=-1) * a + logsumexp(a * b, dim=-1) * b"},
+        {"a": (), "b": ()},
+        lambda a, b: (a * b).mean(-1) * a + torch.logsumexp(a * b, -1) * b,
+    ),
+    "kept sum, softmax and log_softmax over dim -1 of 0-d inputs": Case(
+        {"y": "sum(a * b, dim=-1, keepdim=True) * softmax(a * b, dim=-1) + log_softmax(a, dim=-1)"},
+        {"a": (), "b": ()},
+        lambda a, b: (a * b).sum(-1, keepdim=True) * torch.softmax(a * b, -1)
+        + torch.log_softmax(a, -1),
+    ),
+    "logsumexp over dim -1 of a 0-d input and a vector": Case(
+        {"y": "logsumexp(a * b, dim=-1) * a"},
+        {"a": (), "b": (3,)},
+        lambda a, b: torch.logsumexp(a * b, -1) * a,
+    ),
     "sum over dims 0 and 2 of a product, times a vector": Case(
         {"y": "sum(x * w, dim=[0, 2]) * v"},
         {"x": (2, 3, 4), "w": (4,), "v": (3,)},

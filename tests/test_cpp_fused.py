@@ -132,8 +132,9 @@ def test_an_output_averaged_over_every_element_is_summed_by_the_forward_loop() -
     assert loops is not None
     # The output is summed; the sigmoid stored for the backward has a value per element.
     assert loops.summed == (Summed(dims=(-1,), keepdim=False, mean=True), None)
-    # The backward loop reads the output's gradient unsqueezed, and the element count.
-    assert loops.backward.arguments[0] == "grad_y.unsqueeze(-1)"
+    # The backward loop reads the output's gradient unsqueezed (unless it is 0-d: the
+    # output of a 0-d x is), and the element count.
+    assert loops.backward.arguments[0] == "(grad_y.dim() > 0 ? grad_y.unsqueeze(-1) : grad_y)"
     assert loops.required == ("grad_y",)
     assert any(n.startswith("_t") for n in loops.backward.numbers)
     # One input: the forward stores the derivative, which the backward scales.

@@ -206,6 +206,11 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
         "(1 + at::sum(x, at::IntArrayRef{-1, -2})).unsqueeze(-1).unsqueeze(-2)",
     ),
     (reductions.Unsqueeze(LO, 0), "lo"),
+    # Over dim -1 alone, a 0-d argument may have lost no dim: unsqueezed only at rank >= 1.
+    (
+        reductions.Unsqueeze(reduce("sum", X, (-1,), False), -1),
+        "unsqueeze_last(at::sum(x, at::IntArrayRef{-1}))",
+    ),
     # Leading dims need no size-1 dimension (and a 0-d argument must get none).
     (reductions.Unsqueeze(reduce("sum", X, (0,), False), 0), "at::sum(x, at::IntArrayRef{0})"),
     (

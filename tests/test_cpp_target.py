@@ -235,3 +235,47 @@ def test_the_loader_refuses_an_operator_another_version_of_its_source_registered
     monkeypatch.setattr(torch.ops, "loaded_libraries", {str(other), str(neighbour)})
     with pytest.raises(ImportError, match=r"another version of loader_probe\.cpp"):
         import_file(tmp_path / "loader_probe.py", "loader_probe_second")
+
+
+def test_a_reduction_over_dim_minus_one_of_0d_inputs_builds_and_matches_autograd(
+    tmp_path: Path,
+) -> None:
+    """Over dim -1, a 0-d input loses no dim: the backward unsqueezes its gradient only
+    at rank >= 1 (Note [Reductions of 0-d tensors]), and the shape helpers take rank 0."""
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler")
+    pytest.importorskip("ninja")
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "CosineLast",
+            "inputs": {"a": "tensor", "b": "tensor"},
+            "outputs": {"y": "sum(a * b, dim=-1) / sqrt(sum(a**2, dim=-1)) + logsumexp(a, dim=-1)"},
+        }
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in symgrad.generate(spec, "cpp").items():
+        (out / name).write_text(text, encoding="utf-8")
+    env = {**os.environ, "SYMGRAD_CPP_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", _ZERO_D_CALL], cwd=out, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+
+
+_ZERO_D_CALL = """
+import torch
+from cosine_last import cosine_last
+
+for shape in [(), (3,), (2, 3)]:
+    a, b = (torch.rand(shape, dtype=torch.float64).add(0.5).requires_grad_() for _ in "ab")
+    y = cosine_last(a, b)
+    want = (a * b).sum(-1) / (a**2).sum(-1).sqrt() + torch.logsumexp(a, -1)
+    g = torch.randn_like(want)
+    torch.testing.assert_close(y, want)
+    mine, theirs = torch.autograd.grad(y, (a, b), g), torch.autograd.grad(want, (a, b), g)
+    for got, expected in zip(mine, theirs):
+        assert got.shape == expected.shape, (shape, got.shape)
+        torch.testing.assert_close(got, expected)
+    assert torch.autograd.gradgradcheck(cosine_last, (a, b))
+"""

@@ -10,22 +10,24 @@
 //         eps))
 //
 // Derivatives:
-//     grad_a from y = 2*a*unsqueeze(sum_to(where(~(eps > sqrt(sum(a**2, dim=-1))),
-//         (where(sqrt(sum(a**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(a**2, dim=-1))
-//         > eps, 0, where(sqrt(sum(a**2, dim=-1)) < eps, 0,
-//         -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps))) + where(sqrt(sum(a**2, dim=-1))
-//         > eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(a**2,
-//         dim=-1)), eps)), 0))/(2*sqrt(sum(a**2, dim=-1))), 0), sum(a**2, dim=-1)), -1)
-//         + sum_to(b*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), a)
-//     grad_b from y = 2*b*unsqueeze(sum_to(where(~(eps > sqrt(sum(b**2, dim=-1))),
-//         (where(sqrt(sum(b**2, dim=-1)) == eps, 1/2, 1)*where(sqrt(sum(b**2, dim=-1))
-//         > eps, 0, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
-//         -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps))) + where(sqrt(sum(b**2, dim=-1))
-//         > eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0, -grad_y*y/max(sqrt(sum(b**2,
-//         dim=-1)), eps)), 0))/(2*sqrt(sum(b**2, dim=-1))), 0), sum(b**2, dim=-1)), -1)
-//         + sum_to(a*unsqueeze(sum_to(grad_y/(max(sqrt(sum(a**2, dim=-1)),
-//         eps)*max(sqrt(sum(b**2, dim=-1)), eps)), sum(a*b, dim=-1)), -1), b)
+//     grad_a from y = 2*a*unsqueeze(sum_to(where(((sqrt(sum(a**2, dim=-1)) > eps) &
+//         ~(sqrt(sum(a**2, dim=-1)) < eps)) | (sqrt(sum(a**2, dim=-1)) == eps &
+//         ~(sqrt(sum(a**2, dim=-1)) > eps) & ~(sqrt(sum(a**2, dim=-1)) < eps)) |
+//         (sqrt(sum(a**2, dim=-1)) != eps & ~(sqrt(sum(a**2, dim=-1)) > eps) &
+//         ~(sqrt(sum(a**2, dim=-1)) < eps)), (where(sqrt(sum(a**2, dim=-1)) == eps,
+//         1/2, 1)*where(sqrt(sum(a**2, dim=-1)) > eps, 0, where(sqrt(sum(a**2, dim=-1))
+//         < eps, 0, -grad_y*y/max(sqrt(sum(a**2, dim=-1)), eps))) +
+//         where(sqrt(sum(a**2, dim=-1)) > eps, where(sqrt(sum(a**2, dim=-1)) < eps, 0,
+//         ...
+//     grad_b from y = 2*b*unsqueeze(sum_to(where(((sqrt(sum(b**2, dim=-1)) > eps) &
+//         ~(sqrt(sum(b**2, dim=-1)) < eps)) | (sqrt(sum(b**2, dim=-1)) == eps &
+//         ~(sqrt(sum(b**2, dim=-1)) > eps) & ~(sqrt(sum(b**2, dim=-1)) < eps)) |
+//         (sqrt(sum(b**2, dim=-1)) != eps & ~(sqrt(sum(b**2, dim=-1)) > eps) &
+//         ~(sqrt(sum(b**2, dim=-1)) < eps)), (where(sqrt(sum(b**2, dim=-1)) == eps,
+//         1/2, 1)*where(sqrt(sum(b**2, dim=-1)) > eps, 0, where(sqrt(sum(b**2, dim=-1))
+//         < eps, 0, -grad_y*y/max(sqrt(sum(b**2, dim=-1)), eps))) +
+//         where(sqrt(sum(b**2, dim=-1)) > eps, where(sqrt(sum(b**2, dim=-1)) < eps, 0,
+//         ...
 //
 // The operator symgrad_cosine_similarity::cosine_similarity runs the Function
 // CosineSimilarity; from C++, call symgrad_cosine_similarity::cosine_similarity(...) or
@@ -63,6 +65,12 @@ inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
   return total.defined() ? total + term : term;
 }
 
+// `value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+// argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts).
+inline at::Tensor unsqueeze_last(const at::Tensor& value) {
+  return value.dim() > 0 ? value.unsqueeze(-1) : value;
+}
+
 // `value` broadcast over `frame`, then summed back to `shape`.
 inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
                          at::IntArrayRef frame) {
@@ -73,6 +81,9 @@ inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
 // The dims a reduction over `dims` combines: every dim when `dims` is empty.
 inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
   std::vector<bool> reduced(rank, dims.empty());
+  if (rank == 0) {
+    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
+  }
   for (const int64_t dim : dims) {
     reduced[((dim % rank) + rank) % rank] = true;
   }
@@ -174,7 +185,7 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
     const bool need_b = ctx->needs_input_grad(1);
     at::Tensor grad_a, grad_b;
     at::Tensor _t7, _t8, _t9, _t10, _t11, _t12, _t13, _t14, _t15, _t16, _t17, _t18,
-        _t19, _t20;
+        _t19, _t20, _t21, _t22, _t23, _t24, _t25, _t26, _t27, _t28;
     if (need_a) {
       _t7 = at::reciprocal(2 * sqrt1);
       _t8 = 2 * a;
@@ -192,51 +203,65 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         _t13 = at::reciprocal(at::maximum(
             sqrt3,
             at::scalar_tensor(eps, at::TensorOptions().dtype(sqrt3.scalar_type()))));
-        _t14 = detail::sum_to((_t13 * _t12) * grad_y, _t2, _t3).unsqueeze(-1);
+        _t14 = detail::unsqueeze_last(detail::sum_to((_t13 * _t12) * grad_y, _t2, _t3));
       }
       if (need_a) {
-        _t15 = at::where((sqrt1 < eps), 0, (-_t12) * _t11);
-        _t16 = (sqrt1 > eps);
-        _t17 = at::addcmul(
-            at::where(_t16, _t15, 0), at::where(_t16, 0, _t15),
-            at::where((sqrt1 == eps),
+        _t15 = (sqrt1 < eps);
+        _t16 = at::where(_t15, 0, (-_t12) * _t11);
+        _t17 = (sqrt1 == eps);
+        _t18 = (sqrt1 > eps);
+        _t19 = at::addcmul(
+            at::where(_t18, _t16, 0),
+            at::where(_t17,
                       at::scalar_tensor(0.5, at::TensorOptions()
                                                  .dtype(at::result_type(sqrt1, 0.5))
                                                  .device(sqrt1.device())),
-                      1));
+                      1),
+            at::where(_t18, 0, _t16));
+        _t20 = (~_t15);
+        _t21 = (~_t18);
         grad_a = detail::accumulate(
-            grad_a,
-            at::addcmul(
-                detail::sum_to(_t14 * b, _t0, _t4), _t8,
-                detail::sum_to(at::where((~(eps > sqrt1)), _t7 * _t17, 0), _t1, _t3)
-                    .unsqueeze(-1)));
+            grad_a, at::addcmul(detail::sum_to(_t14 * b, _t0, _t4), _t8,
+                                detail::unsqueeze_last(detail::sum_to(
+                                    at::where(((_t18 & _t20) | (_t17 & _t20 & _t21) |
+                                               (_t20 & _t21 & (sqrt1 != eps))),
+                                              _t7 * _t19, 0),
+                                    _t1, _t3))));
       }
       if (need_b) {
-        _t18 = at::where((sqrt3 < eps), 0, (-_t13) * _t11);
-        _t19 = (sqrt3 > eps);
-        _t20 = at::addcmul(
-            at::where(_t19, _t18, 0), at::where(_t19, 0, _t18),
-            at::where((sqrt3 == eps),
+        _t22 = (sqrt3 < eps);
+        _t23 = at::where(_t22, 0, (-_t13) * _t11);
+        _t24 = (sqrt3 == eps);
+        _t25 = (sqrt3 > eps);
+        _t26 = at::addcmul(
+            at::where(_t25, _t23, 0),
+            at::where(_t24,
                       at::scalar_tensor(0.5, at::TensorOptions()
                                                  .dtype(at::result_type(sqrt3, 0.5))
                                                  .device(sqrt3.device())),
-                      1));
+                      1),
+            at::where(_t25, 0, _t23));
+        _t27 = (~_t22);
+        _t28 = (~_t25);
         grad_b = detail::accumulate(
-            grad_b,
-            at::addcmul(
-                detail::sum_to(_t14 * a, _t5, _t4), _t10,
-                detail::sum_to(at::where((~(eps > sqrt3)), _t9 * _t20, 0), _t6, _t3)
-                    .unsqueeze(-1)));
+            grad_b, at::addcmul(detail::sum_to(_t14 * a, _t5, _t4), _t10,
+                                detail::unsqueeze_last(detail::sum_to(
+                                    at::where(((_t25 & _t27) | (_t24 & _t27 & _t28) |
+                                               (_t27 & _t28 & (sqrt3 != eps))),
+                                              _t9 * _t26, 0),
+                                    _t6, _t3))));
       }
     }
     if (grad_sqrt1.defined()) {
       if (need_a) {
-        grad_a = detail::accumulate(grad_a, _t8 * (_t7 * grad_sqrt1).unsqueeze(-1));
+        grad_a =
+            detail::accumulate(grad_a, _t8 * detail::unsqueeze_last(_t7 * grad_sqrt1));
       }
     }
     if (grad_sqrt3.defined()) {
       if (need_b) {
-        grad_b = detail::accumulate(grad_b, _t10 * (_t9 * grad_sqrt3).unsqueeze(-1));
+        grad_b =
+            detail::accumulate(grad_b, _t10 * detail::unsqueeze_last(_t9 * grad_sqrt3));
       }
     }
     return {detail::reduce_to(grad_a, a.sizes()), detail::reduce_to(grad_b, b.sizes()),

@@ -60,6 +60,9 @@ inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
 // The dims a reduction over `dims` combines: every dim when `dims` is empty.
 inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
   std::vector<bool> reduced(rank, dims.empty());
+  if (rank == 0) {
+    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
+  }
   for (const int64_t dim : dims) {
     reduced[((dim % rank) + rank) % rank] = true;
   }

@@ -41,6 +41,12 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
       .sum_to_size(shape);
 }
 
+// `value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
+// argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts).
+inline at::Tensor unsqueeze_last(const at::Tensor& value) {
+  return value.dim() > 0 ? value.unsqueeze(-1) : value;
+}
+
 }  // namespace detail
 
 // log(sum(exp(x))) over the last dimension, without overflow.
@@ -67,7 +73,7 @@ struct LogSumExp : public torch::autograd::Function<LogSumExp> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (need_x) {
-      grad_x = grad_y.unsqueeze(-1) * at::exp(x - y.unsqueeze(-1));
+      grad_x = detail::unsqueeze_last(grad_y) * at::exp(x - detail::unsqueeze_last(y));
     }
     return {detail::reduce_to(grad_x, x.sizes())};
   }

@@ -16,7 +16,11 @@ neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ..
 Note [Reductions of 0-d tensors]: torch reduces a 0-d tensor over dim 0 (or -1) to a
 0-d tensor: no dimension goes. The adjoint's `unsqueeze` must then add none either, or
 the gradient of a 0-d input comes out with shape [1]. Leading dims never need one
-(`restoring_unsqueezes`), which covers dim=0.
+(`restoring_unsqueezes`), which covers dim=0. For dim=-1 whether a dimension went
+depends on the argument's rank, known only at run time (a spec's `shape` is what its
+test samples, not a contract), so the printers unsqueeze such a value only where it has
+dimensions (`unsqueezes_by_rank`): a 0-d value broadcasts against the argument, of any
+rank, exactly as its size-1 unsqueezed form would.
 """
 
 from __future__ import annotations
@@ -281,6 +285,16 @@ def restoring_unsqueezes(dims: tuple[int, ...]) -> tuple[int, ...]:
     while leading < len(order) and order[leading] == leading:
         leading += 1
     return tuple(d - leading for d in order[leading:])
+
+
+def unsqueezes_by_rank(dims: tuple[int, ...]) -> bool:
+    """Whether the value of a reduction over `dims` is unsqueezed only where it is not
+    0-d (Note [Reductions of 0-d tensors]).
+
+    Only dim -1 alone: of the dims that need an unsqueeze, it is the one torch accepts
+    on a 0-d argument (several dims, or -2 and below, need a rank of at least 2).
+    """
+    return dims == (-1,)
 
 
 # A shape, as a function of the input shapes:

@@ -45,7 +45,7 @@ class ArithmeticPrinter(StrPrinter):
         # Names to print instead of a symbol's own (temporaries renumbered in order).
         self.renames = renames or {}
         # Names of the module's helper functions, by role (the emitter may rename them).
-        self.helpers: dict[str, str] = {"sum_to": "sum_to"}
+        self.helpers: dict[str, str] = {"sum_to": "sum_to", "unsqueeze_last": "unsqueeze_last"}
         # Fold `a + b * c` into at::addcmul; off where the formula is shown as written.
         self.fuse_products = True
         # Tensors known to have a reduced shape, multiplied in first (see _print_Mul).

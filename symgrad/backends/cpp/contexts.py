@@ -93,6 +93,8 @@ class FunctionContext:
     backward: tuple[OutputPart, ...]
     returns: tuple[str, ...]
     uses_shape_facts: bool
+    # The backward restores a dim -1 that a 0-d reduction may not have removed.
+    uses_unsqueeze_last: bool
     op_schema: str
     op_return: str
     forward_values: str

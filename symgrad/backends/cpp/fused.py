@@ -280,12 +280,19 @@ def _unsqueezed_grads(
             grad = printer.doprint(node.args[0])
             symbol = sympy.Symbol(namer.fresh(f"{grad}_unsqueezed"), real=True)
             symbols[node] = symbol
-            order = reductions.unsqueeze_order(node.dims)
-            made[symbol] = _Unsqueezed(grad, grad + "".join(f".unsqueeze({d})" for d in order))
+            made[symbol] = _Unsqueezed(grad, _unsqueezed(grad, node.dims))
         return symbols[node]
 
     totals = [t.replace(lambda n: isinstance(n, reductions.Unsqueeze), load) for t in totals]
     return totals, made
+
+
+def _unsqueezed(grad: str, dims: tuple[int, ...]) -> str:
+    """The C++ that unsqueezes the gradient named `grad` back over `dims` (Note
+    [Reductions of 0-d tensors] in symgrad.language.reductions)."""
+    if reductions.unsqueezes_by_rank(dims):
+        return f"({grad}.dim() > 0 ? {grad}.unsqueeze(-1) : {grad})"
+    return grad + "".join(f".unsqueeze({d})" for d in reductions.restoring_unsqueezes(dims))
 
 
 def _inlined(

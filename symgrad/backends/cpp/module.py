@@ -58,12 +58,20 @@ def function_context(
     spec = derived.spec
     helpers = {
         role: f"{detail}::{role}"
-        for role in ("reduce_to", "accumulate", "sum_to", "reduced_shape", "count")
+        for role in (
+            "reduce_to",
+            "accumulate",
+            "sum_to",
+            "reduced_shape",
+            "count",
+            "unsqueeze_last",
+        )
     }
     forms = {role: f"{role}_cpu_form" for role in ("mish", "mish_backward")}
     printer.helpers = {
         **printer.helpers,
         "sum_to": helpers["sum_to"],
+        "unsqueeze_last": helpers["unsqueeze_last"],
         **{role: f"{detail}::{name}" for role, name in forms.items()},
     }
     receiving = {g.input.name for part in derived.backward for g in part.gradients}
@@ -151,6 +159,7 @@ def function_context(
         fused_requested=spec.mode == "fused",
         fused=fused,
         cpu_helpers=tuple(_cpu_helpers(printer, forms)),
+        uses_unsqueeze_last="unsqueeze_last" in printer.used_helpers,
     )
 
 

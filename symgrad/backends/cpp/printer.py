@@ -203,6 +203,9 @@ class AtenPrinter(ArithmeticPrinter):
         value = expr.args[0]
         if not self.is_tensor(value):
             return self._print(value)
+        if reductions.unsqueezes_by_rank(expr.dims):  # Note [Reductions of 0-d tensors]
+            self.used_helpers.add("unsqueeze_last")
+            return f"{self.helpers['unsqueeze_last']}({self._print(value)})"
         return self._operand(value) + "".join(
             f".unsqueeze({d})" for d in reductions.restoring_unsqueezes(expr.dims)
         )

@@ -42,7 +42,7 @@ class ArithmeticPrinter(StrPrinter):
         # Names to print instead of a symbol's own (temporaries renumbered in order).
         self.renames = renames or {}
         # Names of the module's helper functions, by role (the emitter may rename them).
-        self.helpers: Mapping[str, str] = {"sum_to": "_sum_to"}
+        self.helpers: Mapping[str, str] = {"sum_to": "_sum_to", "unsqueeze_last": "_unsqueeze_last"}
         # Fold `a + b * c` into torch.addcmul; off where the formula is shown as written.
         self.fuse_products = True
         # Tensors known to have a reduced shape ([N, 1] beside [N, C] values), which

@@ -134,6 +134,8 @@ class ModuleContext:
     uses_reduced_shape: bool
     uses_count: bool
     uses_math: bool
+    # The backward restores a dim -1 that a 0-d reduction may not have removed.
+    uses_unsqueeze_last: bool
     non_differentiable: tuple[str, ...]
     saved_tensors: tuple[str, ...]
     saved_numbers: tuple[str, ...]

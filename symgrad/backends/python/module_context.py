@@ -97,6 +97,7 @@ def module_context(
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
         uses_math=printer.uses_math,
+        uses_unsqueeze_last="unsqueeze_last" in printer.used_helpers,
         non_differentiable=tuple(
             o.name for o in spec.outputs + derived.saved_values if not o.differentiable
         ),
