@@ -84,39 +84,27 @@ class Swish(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(
-        x: torch.Tensor, beta: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         sigmoid0 = torch.sigmoid(beta * x)
         y = sigmoid0 * x
-        return y, sigmoid0
+        return y
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, beta = inputs
-        y, sigmoid0 = output
-        ctx.set_materialize_grads(False)
-        ctx.mark_non_differentiable(sigmoid0)
-        # Saved for the backward, not recomputed (within what eager autograd saves):
-        # sigmoid0.
-        ctx.save_for_backward(x, beta, sigmoid0)
+        y = output
+        ctx.save_for_backward(x, beta)
         ctx.save_for_forward(x, beta, y)
-        ctx.output_shapes = (y.shape, sigmoid0.shape)
+        ctx.output_shapes = (y.shape,)
         ctx.tangent_shapes = (x.shape, beta.shape)
 
     @staticmethod
-    def backward(
-        ctx: Any, grad_y: torch.Tensor | None, _grad_sigmoid0: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, ...]:
-        x, beta, sigmoid0 = ctx.saved_tensors
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, beta = ctx.saved_tensors
         need_x, need_beta = ctx.needs_input_grad
-        if grad_y is None:  # the output got no gradient
-            return None, None
-        if torch.is_grad_enabled():
-            # Double backward: saved values carry no graph; recompute them.
-            sigmoid0 = torch.sigmoid(beta * x)
         grad_x = grad_beta = None
         if need_x or need_beta:
+            sigmoid0 = torch.sigmoid(beta * x)
             _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0)
         if need_x:
             grad_x = torch.addcmul(_t0 * beta, grad_y, sigmoid0)
@@ -128,7 +116,7 @@ class Swish(torch.autograd.Function):
     def jvp(ctx: Any, tangent_x: Any, tangent_beta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         x, beta, y = ctx.saved_tensors
-        y_shape, sigmoid0_shape = ctx.output_shapes
+        (y_shape,) = ctx.output_shapes
         tangent_x, tangent_beta = _fill_tangents(
             (tangent_x, tangent_beta), ctx.tangent_shapes
         )
@@ -138,7 +126,7 @@ class Swish(torch.autograd.Function):
             sigmoid0,
             tangent_x,
         )
-        return _expand_to(tangent_y, y_shape), None
+        return _expand_to(tangent_y, y_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -156,10 +144,8 @@ class _SwishTraceable(Swish):
 def swish(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
     function = _SwishTraceable if torch.compiler.is_compiling() else Swish
-    # The residuals (sigmoid0) are for the backward only.
     try:
-        y, sigmoid0 = function.apply(x, beta)
-        return y
+        return function.apply(x, beta)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "swish", {"x": x, "beta": beta})

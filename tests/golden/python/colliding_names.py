@@ -116,29 +116,26 @@ class CollidingNames(torch.autograd.Function):
         _reduce_to: float = 2.0,
         dtype: int = 3,
         device: bool = True,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         _t0 = inputs * output
         sigmoid0 = torch.sigmoid(_t0)
         grad_output = grad_y * sigmoid0
         y = grad_output + generator * need_output**2 + _reduce_to * device * dtype
         exp1 = torch.exp(generator)
         y_ = _t0 * exp1
-        return y, y_, sigmoid0
+        return y, y_
 
     @staticmethod
     def setup_context(ctx: Any, inputs_: tuple[Any, ...], output_: Any) -> None:
         output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device = (
             inputs_
         )
-        y, y_, sigmoid0 = output_
+        y, y_ = output_
         ctx.set_materialize_grads(False)
-        ctx.mark_non_differentiable(sigmoid0)
-        # Saved for the backward, not recomputed (within what eager autograd saves):
-        # sigmoid0.
-        ctx.save_for_backward(output, inputs, generator, grad_y, y_, sigmoid0)
+        ctx.save_for_backward(output, inputs, generator, grad_y, y_)
         ctx.numbers = (need_output,)
         ctx.save_for_forward(output, inputs, generator, grad_y, y_)
-        ctx.output_shapes = (y.shape, y_.shape, sigmoid0.shape)
+        ctx.output_shapes = (y.shape, y_.shape)
         ctx.tangent_shapes = (output.shape, inputs.shape, generator.shape, grad_y.shape)
         _t1 = output.shape
         _t2 = torch.broadcast_shapes(
@@ -151,23 +148,19 @@ class CollidingNames(torch.autograd.Function):
 
     @staticmethod
     def backward(
-        ctx: Any,
-        grad_y_: torch.Tensor | None,
-        grad_y__: torch.Tensor | None,
-        _grad_sigmoid0: torch.Tensor | None,
+        ctx: Any, grad_y_: torch.Tensor | None, grad_y__: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        output, inputs, generator, grad_y, y_, sigmoid0 = ctx.saved_tensors
+        output, inputs, generator, grad_y, y_ = ctx.saved_tensors
         (need_output,) = ctx.numbers
         _t1, _t2, _t3, _t4, _t5 = ctx.shape_facts
         need_output_, need_inputs, need_generator, need_grad_y, _, _, _, _ = (
             ctx.needs_input_grad
         )
-        if torch.is_grad_enabled():
-            # Double backward: saved values carry no graph; recompute them.
-            _t0 = inputs * output
-            sigmoid0 = torch.sigmoid(_t0)
         grad_output_ = grad_inputs = grad_generator = grad_grad_y = None
         if grad_y_ is not None:
+            if need_output_ or need_inputs or need_grad_y:
+                _t0 = inputs * output
+                sigmoid0 = torch.sigmoid(_t0)
             if need_output_ or need_inputs:
                 _t6 = torch.ops.aten.sigmoid_backward(grad_y * grad_y_, sigmoid0)
             if need_output_:
@@ -222,7 +215,7 @@ class CollidingNames(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         output, inputs, generator, grad_y, y_ = ctx.saved_tensors
         (need_output,) = ctx.numbers
-        y_shape, y__shape, sigmoid0_shape = ctx.output_shapes
+        y_shape, y__shape = ctx.output_shapes
         tangent_output, tangent_inputs, tangent_generator, tangent_grad_y = (
             _fill_tangents(
                 (tangent_output, tangent_inputs, tangent_generator, tangent_grad_y),
@@ -239,7 +232,7 @@ class CollidingNames(torch.autograd.Function):
         )
         tangent_y = tangent_grad_output + tangent_generator * need_output**2
         tangent_y_ = torch.addcmul(exp1 * tangent__t0, tangent_generator, y_)
-        return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape), None
+        return _expand_to(tangent_y, y_shape), _expand_to(tangent_y_, y__shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -268,12 +261,10 @@ def colliding_names(
     function = (
         _CollidingNamesTraceable if torch.compiler.is_compiling() else CollidingNames
     )
-    # The residuals (sigmoid0) are for the backward only.
     try:
-        y, y_, sigmoid0 = function.apply(
+        return function.apply(
             output, inputs, generator, grad_y, need_output, _reduce_to, dtype, device
         )
-        return y, y_
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
