@@ -1,6 +1,6 @@
 """Specs the structural fuzzer (tests/fuzz_specs.py) found wrong, written out as a table.
 
-Each row is a spec with number inputs beside tensors and the same formula in torch; the
+Each row is a spec over tensors (and a number input) and the same formula in torch; the
 generated Function must build and match autograd in values and gradients (float64).
 """
 
@@ -40,6 +40,13 @@ CASES: dict[str, tuple[dict[str, str], Callable[..., Any]]] = {
             ),
         ),
     ),
+    # Dropping a number's witness folded `0 * (...)`, and the tensors' shapes went with it.
+    "a number's cancelled factor times a cancelled tensor term": (
+        {"y": "max((k - k + 0 * k) * ((x0 - x0 + 0 * x1) - (x0 - x0 + 0 * x1) + 1), tanh(x0))"},
+        lambda x0, x1, k: torch.maximum(
+            (k - k + 0 * k) * ((x0 - x0 + 0 * x1) - (x0 - x0 + 0 * x1) + 1), torch.tanh(x0)
+        ),
+    ),
 }
 
 
@@ -65,9 +72,41 @@ def test_the_generated_function_matches_autograd(name: str) -> None:
     )
     mine, want = as_tuple(function(x0, x1, K)), as_tuple(formula(x0, x1, K))
     for m, w in zip(mine, want, strict=True):
-        torch.testing.assert_close(m, w)
+        torch.testing.assert_close(m, w, rtol=1e-12, atol=1e-12)
     cotangents = [torch.randn(w.shape, generator=generator, dtype=torch.float64) for w in want]
     got = torch.autograd.grad(mine, (x0, x1), cotangents, allow_unused=True)
     expected = torch.autograd.grad(want, (x0, x1), cotangents, allow_unused=True)
     for g, e in zip(got, expected, strict=True):
-        torch.testing.assert_close(g, e)
+        # float64 throughout: a step in float32 shows as an error near 1e-8.
+        torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_a_cancelled_term_beside_a_condition_keeps_the_dtype_in_double_backward() -> None:
+    """Zeros of a cancelled term shaped like a branch's condition were a bool, and the
+    backward's arithmetic on them ran in the default float32: gradgradcheck failed."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Finding",
+            "inputs": {
+                "x0": {"type": "tensor", "shape": [2]},
+                "x1": {"type": "tensor", "shape": []},
+                "x2": {"type": "tensor", "shape": [2]},
+                "k": {"type": "float", "default": 0.42},
+            },
+            "where": {
+                "w0": "where(erf(k) > 0.14, x1, sum(x2, dim=-1, keepdim=True))",
+                "w1": "gelu(min(w0, w0))",
+            },
+            "outputs": {
+                "y0": "where(elu(x1, 0.5) > 0.3, x2 * x0**2, hardswish(0 * w1 + x1))",
+                "y1": "clamp(x1, -0.5, 0.5) - mish(sigmoid(k))",
+            },
+        }
+    )
+    function = getattr(symgrad.load_module(spec), spec.module)
+    inputs = (
+        torch.tensor([0.8008, 0.2044], dtype=torch.float64, requires_grad=True),
+        torch.tensor(-0.4188, dtype=torch.float64, requires_grad=True),
+        torch.tensor([0.7407, -0.8847], dtype=torch.float64, requires_grad=True),
+    )
+    assert torch.autograd.gradgradcheck(lambda *t: function(*t, 0.42), inputs)

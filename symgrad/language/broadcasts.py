@@ -137,14 +137,28 @@ def differentiable_reach(
 def drop_number_witnesses(expr: sympy.Expr, tensors: Collection[sympy.Basic]) -> sympy.Expr:
     """`expr` without the witnesses that hold no tensor: numbers add no dimension.
 
-    (`k * x / k` with a number k keeps nothing, so the forward is built as before.)
+    (`k * x / k` with a number k keeps nothing, so the forward is built as before.) A
+    node that dropping them folds (`0 * Broadcast(0, k) * Broadcast(1, x)` is 0) keeps
+    the shapes of the tensors it lost, as the frontend's `keep_shape` does.
     """
+    tensor_set = set(tensors)
 
-    def prune(node: Broadcast) -> sympy.Expr:
-        kept = [w for w in node.witnesses if w.free_symbols & set(tensors)]
-        return Broadcast(node.value, *kept) if kept else node.value
+    def holds_tensor(node: sympy.Basic) -> bool:
+        return bool(node.free_symbols & tensor_set)
 
-    if not expr.has(Broadcast):
-        return expr
-    result: sympy.Expr = expr.replace(lambda n: isinstance(n, Broadcast), prune)
+    def visit(node: sympy.Basic) -> sympy.Basic:
+        if not node.has(Broadcast):
+            return node
+        args = [visit(a) for a in node.args]
+        if isinstance(node, Broadcast):
+            kept = [w for w in args[1:] if holds_tensor(w)]
+            return Broadcast(args[0], *kept) if kept else args[0]
+        rebuilt = node.func(*args)
+        wrapped = keep_shape(rebuilt, args)
+        if not isinstance(wrapped, Broadcast) or wrapped is rebuilt:
+            return wrapped
+        kept = [w for w in wrapped.witnesses if holds_tensor(w)]
+        return Broadcast(rebuilt, *kept) if kept else rebuilt
+
+    result: sympy.Expr = visit(expr)
     return result

@@ -16,6 +16,7 @@ from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
+from symgrad.backends.statements import value_tensors
 from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
 
 
@@ -218,7 +219,8 @@ class AtenPrinter(ArithmeticPrinter):
     def _print_Broadcast(self, expr: broadcasts.Broadcast) -> str:
         """The value in the shape of the expression as written (Note [Cancelled shapes])."""
         value = self._print(expr.value)
-        sources = [self._print(s) for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        shapes = [s for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        sources = [self._print(s) for s in shapes]
         sources = [s for s in sources if s != value]
         if not sources:  # the witnesses are numbers: they add no dimension
             return value
@@ -228,8 +230,18 @@ class AtenPrinter(ArithmeticPrinter):
                 if len(sources) == 1
                 else f"at::broadcast_tensors({{{', '.join(sources)}}})[0]"
             )
-            return f"at::full_like({like}, {value})"
+            return f"at::full_like({like}, {value}{self._value_options(shapes)})"
         return f"at::broadcast_tensors({{{value}, {', '.join(sources)}}})[0].clone()"
+
+    def _value_options(self, shapes: list[sympy.Basic]) -> str:
+        """`, v.options()` when a shape source is a boolean condition, which would make
+        full_like's value a bool: the options of the values the conditions compare."""
+        if not any(s in self.conditions or piecewise.is_condition(s) for s in shapes):
+            return ""
+        values = value_tensors(shapes, self.tensor_symbols, self.conditions)
+        if not values:
+            return ", at::TensorOptions().dtype(at::get_default_dtype())"
+        return f", {self._print(values[0])}.options()"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)

@@ -16,6 +16,7 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.arithmetic import ArithmeticPrinter
 from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
+from symgrad.backends.statements import value_tensors
 from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
 
 
@@ -214,7 +215,8 @@ class TorchPrinter(ArithmeticPrinter):
         value (not differentiable), would make the output not differentiable either.
         """
         value = self._print(expr.value)
-        sources = [self._print(s) for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        shapes = [s for s in broadcasts.shape_sources(expr) if self.is_tensor(s)]
+        sources = [self._print(s) for s in shapes]
         sources = [s for s in sources if s != value]
         if not sources:  # the witnesses are numbers: they add no dimension
             return value
@@ -224,8 +226,17 @@ class TorchPrinter(ArithmeticPrinter):
                 if len(sources) == 1
                 else f"torch.broadcast_tensors({', '.join(sources)})[0]"
             )
-            return f"torch.full_like({like}, {value})"
+            return f"torch.full_like({like}, {value}{self._value_dtype(shapes)})"
         return f"torch.broadcast_tensors({value}, {', '.join(sources)})[0].clone()"
+
+    def _value_dtype(self, shapes: list[sympy.Basic]) -> str:
+        """`, dtype=v.dtype` when a shape source is a boolean condition, which would make
+        full_like's value a bool: the dtype of the values the conditions compare."""
+        if not any(s in self.conditions or piecewise.is_condition(s) for s in shapes):
+            return ""
+        values = value_tensors(shapes, self.tensor_symbols, self.conditions)
+        dtype = f"{self._print(values[0])}.dtype" if values else "torch.get_default_dtype()"
+        return f", dtype={dtype}"
 
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)
