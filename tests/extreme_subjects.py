@@ -59,6 +59,7 @@ _BINARY: dict[str, tuple[str, Callable[..., Any]]] = {
     "xlog1py": ("xlog1py(x, z)", torch.special.xlog1py),
     "hypot": ("hypot(x, z)", torch.hypot),
     "atan2": ("atan2(x, z)", torch.atan2),
+    "logaddexp": ("logaddexp(x, z)", torch.logaddexp),
 }
 # Conditionals and kinks: (expr, inputs, builtin).
 _CONDITIONALS: dict[str, tuple[str, tuple[str, ...], Callable[..., Any]]] = {
@@ -408,6 +409,7 @@ SUBSET = (
     "function/sinc",
     "function/xlogy",
     "function/atan2",
+    "function/logaddexp",
     "function/elu",
     "function/selu",
     "function/gelu",
