@@ -176,8 +176,9 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
     (activations.Hardtanh(X, -2, 1), "at::hardtanh(x, -2)"),
     (activations.Hardtanh(X, -1, 2), "at::hardtanh(x, -1, 2)"),
     (activations.LeakyRelu(X, sympy.Float("0.2")), "at::leaky_relu(x, 0.2)"),
-    (activations.Softsign(X), "x/(1 + at::abs(x))"),
-    (activations.Silu(LO), "lo*(1.0 / (1.0 + std::exp(-(lo))))"),
+    # Written out in parentheses: a call ranks as an atom (gelu(k)**2 on a number).
+    (activations.Softsign(X), "(x/(1 + at::abs(x)))"),
+    (activations.Silu(LO), "(lo*(1.0 / (1.0 + std::exp(-(lo)))))"),
     # Pullbacks.
     (pullbacks.SigmoidPullback(Y, X), "at::sigmoid_backward(y, x)"),
     (pullbacks.SoftplusPullback(Y, X), "at::softplus_backward(y, x, 1.0, 20.0)"),
@@ -186,7 +187,7 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
         "(at::GradMode::is_enabled() ? (y*(1 + x*at::rsub(at::sigmoid(x), 1))*at::sigmoid(x))"
         " : at::silu_backward(y, x))",
     ),
-    (pullbacks.TanhPullback(LO, X), "lo*at::rsub(at::pow(x, 2), 1)"),
+    (pullbacks.TanhPullback(LO, X), "(lo*at::rsub(at::pow(x, 2), 1))"),
     # Reductions.
     (reduce("sum", X, None, False), "at::sum(x)"),
     (reduce("sum", X, None, True), "at::sum(x, at::OptionalIntArrayRef(), true)"),

@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ import sympy
 import torch
 
 import symgrad
-from symgrad.ad import reuse, saving
+from symgrad.ad import costs, reuse, saving
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Assignment, Derived, GuardedBlock
 from symgrad.backends.python import kernels
@@ -638,9 +639,18 @@ def test_only_values_costly_to_recompute_are_saved(formula: str, saved: tuple[st
     assert names(derived.saved_tensors) == saved
 
 
-def test_swish_with_a_slope_saves_its_sigmoid() -> None:
+def test_swish_with_a_slope_saves_its_sigmoid_only_where_it_costs_more_than_a_product() -> None:
+    """The cost table decides: the committed one prices sigmoid below a multiplication, so
+    the backward recomputes it; priced at the product's double, it is saved."""
     inputs = {"x": {"type": "tensor", "shape": [4, 8]}, "beta": {"type": "tensor", "shape": [8]}}
-    derived = check_gradients(make_spec({"y": "x * sigmoid(beta * x)"}, inputs))
+    spec = make_spec({"y": "x * sigmoid(beta * x)"}, inputs)
+    derived = check_gradients(spec)
+    table = costs.table()
+    assert table.of("sigmoid") < table.of("mul")
+    assert names(derived.saved_tensors) == ("x", "beta")
+    dearer = dataclasses.replace(table, relative={**table.relative, "sigmoid": 2.0})
+    with patch.object(costs, "table", lambda: dearer):
+        derived = check_gradients(spec)
     assert names(derived.saved_tensors) == ("x", "beta", "sigmoid0")
     assert [a.target.name for a in derived.recompute] == ["sigmoid0"]
 

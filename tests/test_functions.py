@@ -26,7 +26,7 @@ from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.spellings import SPELLINGS as PYTHON
 from symgrad.frontend.model import Spec
-from symgrad.language import functions
+from symgrad.language import functions, reductions
 from symgrad.language.functions import FUNCTIONS, SPELLINGS, ElementwiseFunction
 
 # The tensor symbol `x` and the number symbol `lo` (a float input of a spec).
@@ -344,13 +344,16 @@ def symgrad_gradients(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
     """Evaluate symgrad's backward of the one output of `spec` (incoming gradient 1).
 
     Returns the gradient of each input that gets one; an input whose derivative is zero
-    gets none (the generated backward returns None for it).
+    gets zeros of its shape, as autograd gives (Note [Cancelled shapes]).
     """
     derived = derive(spec)
     (part,) = derived.backward
     y = evaluate(printed(spec.outputs[0].expr, derived.tensor_symbols), **values)
     namespace = dict(values)
     namespace.update({"y": y, part.grad.name: torch.ones_like(y)})
+    for fact in derived.shape_facts:  # an input's shape, for the zeros of a zero derivative
+        assert isinstance(fact.expr, reductions.ShapeOf), fact
+        namespace[fact.target.name] = values[str(fact.expr.argument)].shape
     shared = [s for block in derived.prelude for s in block.statements]
     shared += [s for block in part.shared for s in block.statements]
     for statement in shared:

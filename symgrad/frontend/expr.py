@@ -174,8 +174,8 @@ class _Builder:
         elif isinstance(node.op, ast.Mult):
             result = left * right
         elif isinstance(node.op, ast.Div):
-            if right.is_zero:
-                raise self.error(node.right, "division by zero")
+            if right.is_zero or (isinstance(right, broadcasts.Broadcast) and right.value.is_zero):
+                raise self.error(node.right, "division by zero")  # also y - y, a shaped 0
             result = left / right
         else:
             result = self.power(node, left, right)
