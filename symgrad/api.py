@@ -129,6 +129,17 @@ def _render(spec: Spec, backend: Backend, command: str | None) -> GeneratedFiles
         raise InternalError(Location(spec.source), error) from error
 
 
+def _render_module(spec: Spec, formatted: bool) -> str:
+    """The Python module alone (no test), with `_render`'s handling of errors."""
+    provenance = Provenance(__version__, regenerate_command(spec, python.BACKEND))
+    try:
+        return python.render.render_module(derive(spec), provenance, formatted=formatted)
+    except SpecError:
+        raise
+    except Exception as error:
+        raise InternalError(Location(spec.source), error) from error
+
+
 def load(spec: SpecLike) -> type[torch.autograd.Function]:
     """Generate `spec`'s Function in memory and import it, for notebooks and experiments.
 
@@ -139,9 +150,13 @@ def load(spec: SpecLike) -> type[torch.autograd.Function]:
     return cls
 
 
-def load_module(spec: SpecLike) -> types.ModuleType:
-    """Generate `spec`'s module in memory and import it (the class and the function)."""
-    return _import_module(_as_spec(spec))
+def load_module(spec: SpecLike, *, formatted: bool = True) -> types.ModuleType:
+    """Generate `spec`'s module in memory and import it (the class and the function).
+
+    `formatted=False` skips black, which changes only the layout of the source that
+    tracebacks show: for callers that load thousands of specs (the fuzzer).
+    """
+    return _import_module(_as_spec(spec), formatted=formatted)
 
 
 def _as_spec(spec: SpecLike) -> Spec:
@@ -153,14 +168,13 @@ def _as_spec(spec: SpecLike) -> Spec:
     return load_spec(spec)
 
 
-def _import_module(spec: Spec) -> types.ModuleType:
+def _import_module(spec: Spec, *, formatted: bool = True) -> types.ModuleType:
     """Import the generated module of `spec` under a name derived from its source.
 
     The module is registered in `sys.modules`, where torch.compile (and pickle) look
     modules up; the same source gives the same name, so loading twice gives one module.
     """
-    command = regenerate_command(spec, python.BACKEND)
-    source = _render(spec, python.BACKEND, command).files[f"{spec.module}.py"]
+    source = _render_module(spec, formatted)
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
     name = f"symgrad_generated_{spec.module}_{digest}"
     if name in sys.modules:

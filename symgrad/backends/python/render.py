@@ -33,36 +33,50 @@ _BLACK_MODE = black.Mode(line_length=88, target_versions={TargetVersion.PY39})
 def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """Print the module and the test for `derived`, black-formatted."""
     spec = derived.spec
+    module = render_module(derived, provenance)
     conditions = condition_temporaries(derived)
-    printer = TorchPrinter(derived.tensor_symbols, temporary_names(derived), conditions)
+    test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
+    test_printer.fuse_products = False  # the reference is the formula as written
+    test_printer.forward_helpers = False
+    try:
+        test_context = tests.test_context(derived, test_printer, provenance)
+    except UnprintableError as error:
+        raise _backward_error(derived, error) from None
+    test = _format(_template("test_function.py.jinja").render(as_template_variables(test_context)))
+    return GeneratedFiles(
+        spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}
+    )
+
+
+def render_module(derived: Derived, provenance: Provenance, *, formatted: bool = True) -> str:
+    """Print the module alone (what `load` imports); `formatted=False` skips black, which
+    changes only the layout, for callers that generate thousands of modules (the fuzzer)."""
+    printer = TorchPrinter(
+        derived.tensor_symbols, temporary_names(derived), condition_temporaries(derived)
+    )
     printer.small_symbols = small_symbols(derived)
     _check_printable(derived)
     try:
         variant = inplace_context(derived, printer, provenance)
         context = module_context(derived, printer, provenance)
-        if variant is not None:
-            context = dataclasses.replace(
-                context, variant_names=(variant.class_name, variant.function_name)
-            )
-        test_printer = TorchPrinter(derived.tensor_symbols, conditions=conditions)
-        test_printer.fuse_products = False  # the reference is the formula as written
-        test_printer.forward_helpers = False
-        test_context = tests.test_context(derived, test_printer, provenance)
     except UnprintableError as error:
-        # The forward printed (checked above): the trouble is in a derivative.
-        outputs = ", ".join(o.name for o in spec.outputs)
-        raise SpecError(
-            spec.outputs[0].location,
-            f"cannot generate the backward of {outputs}: {error}",
-            "outputs",
-        ) from None
+        raise _backward_error(derived, error) from None
+    if variant is not None:
+        context = dataclasses.replace(
+            context, variant_names=(variant.class_name, variant.function_name)
+        )
     module = _template("function.py.jinja").render(as_template_variables(context))
     if variant is not None:
         module += _template("function.py.jinja").render(as_template_variables(variant))
-    module = _format(module)
-    test = _format(_template("test_function.py.jinja").render(as_template_variables(test_context)))
-    return GeneratedFiles(
-        spec.module, {f"{spec.module}.py": module, f"test_{spec.module}.py": test}
+    return _format(module) if formatted else module
+
+
+def _backward_error(derived: Derived, error: UnprintableError) -> SpecError:
+    """The error for a derivative that cannot be printed (the forward printed: checked)."""
+    outputs = derived.spec.outputs
+    names = ", ".join(o.name for o in outputs)
+    return SpecError(
+        outputs[0].location, f"cannot generate the backward of {names}: {error}", "outputs"
     )
 
 
