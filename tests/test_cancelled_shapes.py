@@ -112,6 +112,16 @@ CASES = {
         ),
         where={"w0": "min(x0, 2 * x0)"},
     ),
+    "one value returned as two outputs, its gradient only in the last slot": Case(
+        {"y0": "w0", "y1": "-atan2(w0, 1 + sin(w0)**2)", "y2": "w0"},
+        {"x0": ()},
+        lambda x0: (
+            w0 := torch.log(1 + (x0 - x0) ** 2),
+            -torch.atan2(w0, 1 + torch.sin(w0) ** 2),
+            w0,
+        ),
+        where={"w0": "log(1 + (x0 - x0)**2)"},
+    ),
 }
 
 

@@ -27,7 +27,9 @@ def zero_cancelled_inputs(
 
     autograd differentiates the formula as written, so it gives such an input a gradient
     of zeros, not None (Note [Cancelled shapes] in symgrad.language.broadcasts). The
-    zeros go to the first differentiable output that reads the input outside conditions.
+    zeros go to every differentiable output that reads the input outside conditions:
+    which of them gets a gradient is known only in backward (one tensor returned as two
+    outputs gets its gradient in the last slot alone).
     """
     definitions = {i.symbol: i.expr for i in spec.intermediates}
     given = {i for part in parts for i in part.gradients}
@@ -44,7 +46,6 @@ def zero_cancelled_inputs(
                 frames[output.symbol][item] = Term(zeros, item.symbol, True)
                 gradients = {**part.gradients, item: zeros}
                 result[index] = dataclasses.replace(part, gradients=gradients)
-                break
     return result
 
 
