@@ -7,7 +7,7 @@ call with a tensor argument prints the `aten` format; a call on numbers only pri
 Python's math would raise, so no call on numbers needs a guard. It also has the ATen calls
 of the activations (symgrad.language.activations) and of torch's backward kernels
 (symgrad.language.pullbacks), and the small rules of C++ text the printer follows
-(literals, power chains, what reads as one operand).
+(literals, what reads as one operand).
 """
 
 from __future__ import annotations
@@ -177,21 +177,6 @@ def double_literal(value: float) -> str:
     if not math.isfinite(number):
         raise UnprintableError(f"the constant {value} is not finite")
     return repr(number)
-
-
-def power_chain(base: str, factor: str, exponent: int) -> str:
-    """base**exponent as squares, cubes and products (x**6 as `at::pow(at::pow(x, 2), 3)`).
-
-    ATen computes pow(x, 2) and pow(x, 3) as products, but any larger integer power
-    through the general pow kernel, which costs about 25 multiplies per element on CPU.
-    `factor` is the base parenthesised for a product.
-    """
-    if exponent <= 3:
-        return f"at::pow({base}, {exponent})"
-    for root in (3, 2):
-        if exponent % root == 0:
-            return f"at::pow({power_chain(base, factor, exponent // root)}, {root})"
-    return f"({factor} * {power_chain(base, factor, exponent - 1)})"
 
 
 _NAME = re.compile(r"[A-Za-z_][\w:]*(<\w+>)?")

@@ -1,0 +1,1 @@
+"""The forms every backend shares: which torch operation computes each node of a formula."""

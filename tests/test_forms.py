@@ -1,0 +1,102 @@
+"""The shared forms (symgrad.backends.forms): one choice of operation, one spelling per backend.
+
+Each row is an expression and the torch operation the forms choose for it, as the Python
+and the C++ printers spell it: the same operation in both, or the table shows where a
+backend chose on its own. The last test checks that each backend spells every form.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import sympy
+
+from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.forms.arithmetic import ArithmeticForms
+from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.language import piecewise
+
+a, b, c, x = sympy.symbols("a b c x", real=True)
+k = sympy.Symbol("k", real=True)
+TENSORS = frozenset({a, b, c, x})
+
+FORMS = {
+    "a product of two tensors in a sum: addcmul": (
+        a + b * c,
+        "torch.addcmul(a, b, c)",
+        "at::addcmul(a, b, c)",
+    ),
+    "a scaled product in a sum: addcmul with a value": (
+        a - 2 * b * c,
+        "torch.addcmul(a, b, c, value=-2)",
+        "at::addcmul(a, b, c, -2)",
+    ),
+    "a negative power of a tensor: a reciprocal": (
+        x**-2,
+        "1 / x**2",
+        "at::reciprocal(at::pow(x, 2))",
+    ),
+    "a power above 3: squares and cubes": (x**6, "(x**2)**3", "at::pow(at::pow(x, 2), 3)"),
+    "a power that is no multiple of 2 or 3": (
+        x**5,
+        "(x * (x**2)**2)",
+        "(x * at::pow(at::pow(x, 2), 2))",
+    ),
+    "a square root": (sympy.sqrt(x), "torch.sqrt(x)", "at::sqrt(x)"),
+    "a reciprocal square root": (1 / sympy.sqrt(x), "torch.rsqrt(x)", "at::rsqrt(x)"),
+    "a quotient's square split in two": (a * b / x**2, "a/x*(b/x)", "(a/x)*b/x"),
+    "a number beside a tensor in maximum: a 0-d tensor of its dtype": (
+        piecewise.Maximum(x, sympy.Float(0.5)),
+        "torch.maximum(x, torch.tensor(0.5, dtype=x.dtype))",
+        "at::maximum(x, at::scalar_tensor(0.5, at::TensorOptions().dtype(x.scalar_type())))",
+    ),
+    "a clamp between a tensor and a number: one per bound": (
+        piecewise.Clamp(x, a, 1),
+        "torch.clamp(torch.clamp(x, min=a), max=1)",
+        "at::clamp_max(at::clamp_min(x, a), 1)",
+    ),
+    "where of two numbers on a tensor condition: the promoted dtype": (
+        piecewise.Where(x > 0, 1, 2),
+        "torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 2)",
+        "at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
+        ".dtype(at::result_type(x, 1)).device(x.device())), 2)",
+    ),
+    "where decided without tensors: still a tensor where": (
+        piecewise.Where(k > 0, x, 2),
+        "torch.where(torch.tensor((k > 0), device=x.device), x, 2)",
+        "at::where(at::scalar_tensor((k > 0.0), at::TensorOptions().dtype(at::kBool)"
+        ".device(x.device())), x, 2)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_each_backend_spells_the_chosen_form(name: str) -> None:
+    expr, python, cpp = FORMS[name]
+    assert TorchPrinter(TENSORS).doprint(expr) == python
+    assert AtenPrinter(TENSORS).doprint(expr) == cpp
+
+
+def _spellings() -> list[str]:
+    """The methods the forms leave to each backend (they raise NotImplementedError)."""
+    return [
+        name
+        for form in (ArithmeticForms, ConstructForms)
+        for name, method in vars(form).items()
+        if inspect.isfunction(method) and "raise NotImplementedError" in inspect.getsource(method)
+    ]
+
+
+@pytest.mark.parametrize("printer", [TorchPrinter, AtenPrinter], ids=["python", "cpp"])
+def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> None:
+    spellings = _spellings()
+    assert len(spellings) > 20  # the probe above finds them
+    missing = [
+        name
+        for name in spellings
+        if getattr(printer, name)
+        in (vars(ArithmeticForms).get(name), vars(ConstructForms).get(name))
+    ]
+    assert not missing
