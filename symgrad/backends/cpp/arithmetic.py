@@ -21,7 +21,7 @@ from sympy.printing.str import StrPrinter
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.spellings import SPELLINGS, double_literal, is_one_operand, power_chain
 from symgrad.backends.statements import value_tensors
-from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
 
 # Integers from this size on print as doubles (exact up to 2**53): a C++ int literal
 # stops at 2**31 - 1.
@@ -329,6 +329,8 @@ _PRINTABLE_TYPES = (
     reductions.SumTo,
     broadcasts.Broadcast,
     broadcasts.ZerosLike,
+    indexing.Gather,
+    indexing.ScatterAdd,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

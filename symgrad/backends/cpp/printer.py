@@ -17,7 +17,15 @@ from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
 from symgrad.backends.statements import value_tensors
-from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import (
+    activations,
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+)
 
 
 class AtenPrinter(ArithmeticPrinter):
@@ -246,6 +254,21 @@ class AtenPrinter(ArithmeticPrinter):
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"at::zeros({shape}, {grad}.options())"
+
+    # --- Gathers (symgrad.language.indexing) ------------------------------------------------
+
+    def _print_Gather(self, expr: indexing.Gather) -> str:
+        """at::gather: the argument's values at the index input's positions along dim."""
+        if not self.is_tensor(expr.argument):
+            raise UnprintableError("gather() needs an argument that depends on a tensor")
+        argument, index = self._print(expr.argument), self._print(expr.index)
+        return f"at::gather({argument}, {expr.dim}, {index})"
+
+    def _print_ScatterAdd(self, expr: indexing.ScatterAdd) -> str:
+        """A gather's adjoint: zeros of the gathered shape, the source added at the index."""
+        source, shape, index = (self._print(a) for a in (expr.source, expr.shape, expr.index))
+        zeros = f"at::zeros({shape}, {source}.options())"
+        return f"at::scatter_add({zeros}, {expr.dim}, {index}, {source})"
 
     def _operand(self, expr: sympy.Basic) -> str:
         """`expr` printed so that a method call can follow it: `x`, `f(x)` or `(a + b)`."""

@@ -19,7 +19,7 @@ from sympy.printing.str import StrPrinter
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.spellings import SPELLINGS
 from symgrad.backends.statements import value_tensors
-from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
 # generated code could grow past what torch takes as a scalar (k**2 with k = 2**40).
@@ -309,6 +309,8 @@ _PRINTABLE_TYPES = (
     reductions.SumTo,
     broadcasts.Broadcast,
     broadcasts.ZerosLike,
+    indexing.Gather,
+    indexing.ScatterAdd,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -17,7 +17,15 @@ from symgrad.backends.base import UnprintableError
 from symgrad.backends.python.arithmetic import ArithmeticPrinter
 from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
 from symgrad.backends.statements import value_tensors
-from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import (
+    activations,
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+)
 
 
 class TorchPrinter(ArithmeticPrinter):
@@ -241,6 +249,20 @@ class TorchPrinter(ArithmeticPrinter):
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"{grad}.new_zeros({shape})"
+
+    # --- Gathers (symgrad.language.indexing) ----------------------------------------------------
+
+    def _print_Gather(self, expr: indexing.Gather) -> str:
+        """torch.gather: the argument's values at the index input's positions along dim."""
+        if not self.is_tensor(expr.argument):
+            raise UnprintableError("gather() needs an argument that depends on a tensor")
+        argument, index = self._print(expr.argument), self._print(expr.index)
+        return f"torch.gather({argument}, {expr.dim}, {index})"
+
+    def _print_ScatterAdd(self, expr: indexing.ScatterAdd) -> str:
+        """A gather's adjoint: zeros of the gathered shape, the source added at the index."""
+        source, shape, index = (self._print(a) for a in (expr.source, expr.shape, expr.index))
+        return f"{source}.new_zeros({shape}).scatter_add({expr.dim}, {index}, {source})"
 
 
 def _dims(dims: tuple[int, ...]) -> str:
