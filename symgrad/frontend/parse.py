@@ -397,14 +397,18 @@ def _parse_gradients(
                 raise SpecError(read.key_location(output_node, input_name), message, path)
             where = f"{path}.{input_name}"
             if not item.differentiable:
-                message = (
-                    f"input {input_name!r} takes no gradient "
-                    "(it is a number or a tensor with requires_grad: false)"
-                )
+                message = f"input {input_name!r} takes no gradient " f"({_no_gradient_kind(item)})"
                 raise SpecError(read.key_location(output_node, input_name), message, where)
             expr = _expression(expr_node, names, where)
             overrides.append(GradientOverride(output, item, expr, expr_node.location))
     return tuple(overrides)
+
+
+def _no_gradient_kind(item: Input) -> str:
+    """Why an input takes no gradient, in the spec's words."""
+    if item.is_index:
+        return "it is an index"
+    return "it is a number or a tensor with requires_grad: false"
 
 
 def _tensor_dependent(
