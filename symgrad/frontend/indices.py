@@ -121,6 +121,8 @@ def _check_gather(
 ) -> None:
     """torch.gather's rules: equal ranks, dim in range, other index sizes within the value's."""
     assert index.shape is not None
+    if not shape and len(index.shape) == 1:
+        shape = (1,)  # torch.gather reads a 0-d value as one of one element
     rank = len(shape)
     if len(index.shape) != rank:
         message = (
