@@ -407,7 +407,7 @@ def gather_builder(take_along_dim: bool) -> Builder:
     def operands(call: Call) -> tuple[Any, Any] | str:
         params = ("indices", "dim") if take_along_dim else ("dim", "index")
         given = dict(zip(params, call.args, strict=False))
-        if len(call.args) > 2 or set(call.kwargs) - {"dim"} or "dim" in given and call.kwargs:
+        if len(call.args) > 2 or set(call.kwargs) - {"dim"} or ("dim" in given and call.kwargs):
             return f"operands {describe_call(call)}"
         given.update(call.kwargs)
         index, dim = given.get(params[0 if take_along_dim else 1]), given.get("dim")
