@@ -182,3 +182,10 @@ def test_both_spellings_build_the_same_gather(spelling: str) -> None:
         spec_from_dict(data).outputs[0].expr
         == spec_from_dict({**data, "outputs": {"y": "gather(x, dim=1, index=i)"}}).outputs[0].expr
     )
+
+
+def test_show_writes_the_index_of_a_gather() -> None:
+    from symgrad.present.show import describe
+
+    text = describe(load_spec(REPO_ROOT / "examples" / "reverse_sort.yaml"))
+    assert "vectors = gather(out_vectors, dim=2, index=undo_vectors)" in text
