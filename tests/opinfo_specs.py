@@ -396,6 +396,59 @@ def _spans(own: torch.Size, shape: torch.Size, dim: int) -> bool:
     return index < 0 or own[index] != shape[dim % len(shape)]
 
 
+def gather_builder(take_along_dim: bool) -> Builder:
+    """gather(x, dim, index) or take_along_dim(x, indices, dim): the index an index input.
+
+    take_along_dim broadcasts its operands and wraps negative indices, which gather does
+    not: a sample whose shapes differ outside dim is out of reach, as is one with a
+    negative index or without dim (over the flattened input).
+    """
+
+    def operands(call: Call) -> tuple[Any, Any] | str:
+        params = ("indices", "dim") if take_along_dim else ("dim", "index")
+        given = dict(zip(params, call.args, strict=False))
+        if len(call.args) > 2 or set(call.kwargs) - {"dim"} or ("dim" in given and call.kwargs):
+            return f"operands {describe_call(call)}"
+        given.update(call.kwargs)
+        index, dim = given.get(params[0 if take_along_dim else 1]), given.get("dim")
+        if not isinstance(dim, int) or not isinstance(index, torch.Tensor):
+            return f"dim={dim!r}"
+        return dim, index
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        found = operands(call)
+        if isinstance(found, str):
+            return found
+        dim, index = found
+        x = call.input
+        if index.numel() == 0 or index.numel() > MAX_SHAPE_ELEMENTS:
+            return f"an index of shape {list(index.shape)}"
+        if index.dtype not in (torch.int64, torch.int32):
+            return f"a {str(index.dtype).removeprefix('torch.')} index"
+        if bool((index < 0).any()):
+            # take_along_dim wraps negative indices; the language's (gather's) take 0..n-1.
+            return "a negative index"
+        if take_along_dim and any(
+            n != dim % max(x.ndim, 1) and a != b
+            for n, (a, b) in enumerate(zip(x.shape, index.shape, strict=False))
+        ):
+            return "operands take_along_dim broadcasts"
+        inputs = _declare({"x": x}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        inputs["i"] = {"type": "index", "shape": list(index.shape)}
+        expr = f"take_along_dim(x, i, dim={dim})" if take_along_dim else f"gather(x, {dim}, i)"
+
+        def bind(call: Call) -> dict[str, Any]:
+            bound = operands(call)
+            assert not isinstance(bound, str)
+            return {"x": call.input, "i": bound[1]}
+
+        return Case(_spec(inputs, expr), bind)
+
+    return build
+
+
 def _int_arg(call: Call) -> int | None:
     if len(call.args) == 1 and isinstance(call.args[0], int) and not call.kwargs:
         return int(call.args[0])
@@ -607,6 +660,8 @@ MAPPINGS: list[OpMapping] = [
     ),
     OpMapping("lerp", "", ufunc("x + w * (y - x)", _X, P("y", "end"), P("w", "weight"))),
     OpMapping("where", "", where_builder),
+    OpMapping("gather", "", gather_builder(take_along_dim=False)),
+    OpMapping("take_along_dim", "", gather_builder(take_along_dim=True)),
     OpMapping("nn.functional.cosine_similarity", "", cosine_similarity_builder),
     OpMapping("clamp", "", clamp_builder),
     # Activations of torch.nn.functional.

@@ -46,7 +46,7 @@ from symgrad.ad.residuals import find_residuals
 from symgrad.ad.reverse import ReverseSweep, Term
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
 
 
 def derive(spec: Spec) -> Derived:
@@ -320,6 +320,8 @@ _NOT_ELEMENTWISE = (
     reductions.Normalization,
     reductions.SumTo,
     reductions.Unsqueeze,
+    indexing.Gather,
+    indexing.ScatterAdd,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

@@ -16,7 +16,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import functions, piecewise, reductions, rules
+from symgrad.language import functions, indexing, piecewise, reductions, rules
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -147,6 +147,9 @@ def _tangent(
             result = piecewise.where(cond, visit(a), visit(b))
         elif isinstance(node, reductions.Reduction):
             result = _reduction_tangent(node, in_own_shape(visit(node.argument), node.argument))
+        elif isinstance(node, indexing.Gather):
+            tangent = in_own_shape(visit(node.argument), node.argument)
+            result = indexing.gather_tangent(node, tangent)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

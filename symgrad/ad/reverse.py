@@ -21,14 +21,14 @@ where two shapes differ there but agree at run time, the emitted sum is a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import piecewise, pullbacks, reductions, rules
+from symgrad.language import indexing, piecewise, pullbacks, reductions, rules
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -149,6 +149,8 @@ class ReverseSweep:
                 exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
                 spread = reductions.normalization_adjoint(node, exact_adjoint)
                 add(node.argument, Term(spread, node.argument, True))
+            elif isinstance(node, indexing.Gather):
+                self.gather_terms(node, adjoint, add)
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:
@@ -170,6 +172,22 @@ class ReverseSweep:
                     full = adjoint.full or self.shapes.of(partial) == frame_shape
                     product = _chain(adjoint, partial)
                     add(node.args[index], Term(product, adjoint.frame, full, adjoint.mask))
+
+    def gather_terms(
+        self, node: indexing.Gather, adjoint: Term, add: Callable[[sympy.Basic, Term], None]
+    ) -> None:
+        """Scatter-add the adjoint, in the index's shape, into zeros of the argument's.
+
+        The adjoint is named when it is not a symbol: the spelling reads it twice (its
+        dtype, then its values).
+        """
+        exact = fit(adjoint, node, self.shapes, exact=True).expr
+        if not exact.is_Atom:
+            temporary = self.namer.temporary()
+            self.statements.append(Assignment(temporary, exact))
+            exact = temporary
+        shape = reductions.ShapeOf(node.argument)
+        add(node.argument, Term(indexing.gather_adjoint(node, exact, shape), node.argument, True))
 
     def kink_terms(self, node: piecewise.Kink, adjoint: Term) -> list[tuple[sympy.Expr, Term]]:
         """The terms a kink passes to its arguments, routed through its `where` form.

@@ -15,7 +15,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
-from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.language import activations, functions, indexing, piecewise, reductions
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -49,6 +49,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _reduction_call(walker, node, spelling, depth)
     if spelling in reductions.NORMALIZATIONS:
         return _normalization_call(walker, node, spelling, depth)
+    if spelling in indexing.GATHER_SPELLINGS:
+        return _gather_call(walker, node, spelling, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -138,6 +140,40 @@ def _normalization_call(walker: Walker, node: ast.Call, name: str, depth: int) -
         raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
     argument = walker.value(node.args[0], depth)
     return reductions.normalize(name, argument, _small_integer(walker, given["dim"], name))
+
+
+def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:
+    """gather(e, dim, index) or take_along_dim(e, index, dim), with torch's meaning.
+
+    The index is an index input by name (Note [Index inputs]); dim is required.
+    """
+    parameters = ("dim", "index") if spelling == "gather" else ("indices", "dim")
+    if not 1 <= len(node.args) <= 3:
+        usage = ", ".join(parameters)
+        message = f"{spelling}() takes an expression, then {usage}, got {len(node.args)} arguments"
+        raise walker.error(node.func, message)
+    given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
+            raise walker.error(keyword, f"{spelling}() has no argument {keyword.arg!r}{hint}")
+        if keyword.arg in given:
+            raise walker.error(keyword, f"{spelling}() got {keyword.arg!r} twice")
+        given[keyword.arg] = keyword.value
+    for needed in parameters:
+        if needed not in given:
+            raise walker.error(node.func, f"{spelling}() needs {needed}")
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given[parameters[1] if spelling == "gather" else parameters[0]])
+    return indexing.gather(argument, _small_integer(walker, given["dim"], spelling), index)
+
+
+def _index_input(walker: Walker, node: ast.AST) -> indexing.IndexSymbol:
+    """The name of an index input, the only index gather takes."""
+    symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
+    if not isinstance(symbol, indexing.IndexSymbol):
+        raise walker.error(node, "the index must be the name of an input of type: index")
+    return symbol
 
 
 def _dims(walker: Walker, node: ast.AST, name: str) -> tuple[int, ...] | None:

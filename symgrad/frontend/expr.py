@@ -19,7 +19,7 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import calls
-from symgrad.language import broadcasts, functions, piecewise
+from symgrad.language import broadcasts, functions, indexing, piecewise
 from symgrad.language.names import is_function_name
 
 # Bounds that keep parsing and later symbolic work finite for any input.
@@ -113,6 +113,9 @@ class _Builder:
 
     def build_Name(self, node: ast.Name, depth: int) -> sympy.Expr:
         name = node.id
+        if isinstance(self.symbols.get(name), indexing.IndexSymbol):
+            message = f"index input {name!r} can only be the index of gather(x, dim, {name})"
+            raise self.error(node, message)
         if name in self.symbols:
             return self.symbols[name]
         if name in self.unavailable:

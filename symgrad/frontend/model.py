@@ -26,6 +26,9 @@ class InputType(enum.Enum):
     FLOAT = "float"
     INT = "int"
     BOOL = "bool"
+    # An int64 tensor of positions, read only by gather (Note [Index inputs] in
+    # symgrad.language.indexing): no gradient, a declared shape.
+    INDEX = "index"
 
 
 Number = float | int | bool
@@ -54,7 +57,11 @@ class Input:
 
     @property
     def is_tensor(self) -> bool:
-        return self.type is InputType.TENSOR
+        return self.type in (InputType.TENSOR, InputType.INDEX)
+
+    @property
+    def is_index(self) -> bool:
+        return self.type is InputType.INDEX
 
 
 @dataclass(frozen=True)

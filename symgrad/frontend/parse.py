@@ -16,7 +16,7 @@ from sympy.core.facts import InconsistentAssumptions
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
-from symgrad.frontend import names
+from symgrad.frontend import indices, names
 from symgrad.frontend.checks import parse_checks
 from symgrad.frontend.from_sympy import from_sympy
 from symgrad.frontend.loader import Node
@@ -94,7 +94,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     gradients_node = fields.optional("gradients")
     overrides = _parse_gradients(gradients_node, symbols, inputs, outputs) if gradients_node else ()
     fields.finish()
-    return Spec(
+    spec = Spec(
         name,
         module,
         doc,
@@ -109,6 +109,8 @@ def parse_spec(root: Node, source: str) -> Spec:
         target,
         inplace_node.location if inplace and inplace_node else None,
     )
+    indices.check_gathers(spec)
+    return spec
 
 
 def _mode(node: Node) -> str:
@@ -176,6 +178,8 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
         fields = read.Section(node, path, INPUT_KEYS)
         type_node = fields.require("type")
     input_type = _input_type(type_node, path)
+    if input_type is InputType.INDEX:
+        return indices.parse_index_input(name, location, node)
     is_tensor = input_type is InputType.TENSOR
     assumptions: tuple[str, ...] = ()
     shape = domain = default = None
@@ -393,14 +397,18 @@ def _parse_gradients(
                 raise SpecError(read.key_location(output_node, input_name), message, path)
             where = f"{path}.{input_name}"
             if not item.differentiable:
-                message = (
-                    f"input {input_name!r} takes no gradient "
-                    "(it is a number or a tensor with requires_grad: false)"
-                )
+                message = f"input {input_name!r} takes no gradient " f"({_no_gradient_kind(item)})"
                 raise SpecError(read.key_location(output_node, input_name), message, where)
             expr = _expression(expr_node, names, where)
             overrides.append(GradientOverride(output, item, expr, expr_node.location))
     return tuple(overrides)
+
+
+def _no_gradient_kind(item: Input) -> str:
+    """Why an input takes no gradient, in the spec's words."""
+    if item.is_index:
+        return "it is an index"
+    return "it is a number or a tensor with requires_grad: false"
 
 
 def _tensor_dependent(

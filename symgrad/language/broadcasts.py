@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import piecewise, reductions
+from symgrad.language import indexing, piecewise, reductions
 
 
 class Broadcast(sympy.Function):
@@ -65,13 +65,19 @@ class ZerosLike(sympy.Function):
         return True
 
 
+# Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
+# reduced, a gather's is its index's.
+_SHAPED = (reductions.Reduction, indexing.Gather)
+
+
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
-    """The parts whose shapes make up the shape of `expr`: symbols, reductions, conditions."""
+    """The parts whose shapes make up the shape of `expr`: symbols, reductions, gathers,
+    conditions."""
     found: set[sympy.Basic] = set()
     stack = [expr]
     while stack:
         node = stack.pop()
-        if node.is_Symbol or isinstance(node, (reductions.Reduction, Relational)):
+        if node.is_Symbol or isinstance(node, (*_SHAPED, Relational)):
             found.add(node)
         else:
             stack.extend(node.args)
@@ -81,7 +87,7 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
 def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Basic:
     """`result`, wrapped in a `Broadcast` where building it lost leaves of its operands."""
     operands = list(operands)
-    if isinstance(result, reductions.Reduction) and all(
+    if isinstance(result, _SHAPED) and all(
         leaves(operand) <= leaves(result.argument) for operand in operands
     ):
         return result  # the reduction call itself consumes its argument's shape
@@ -102,7 +108,7 @@ def shape_sources(node: Broadcast) -> list[sympy.Basic]:
     stack = list(node.witnesses)
     while stack:
         node = stack.pop()
-        if node.is_Symbol or isinstance(node, reductions.Reduction):
+        if node.is_Symbol or isinstance(node, _SHAPED):
             found.add(node)
         else:
             stack.extend(node.args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from symgrad.language import activations, functions, piecewise, reductions
+from symgrad.language import activations, functions, indexing, piecewise, reductions
 
 
 def function_names() -> list[str]:
@@ -15,6 +15,7 @@ def function_names() -> list[str]:
         *piecewise.CONDITIONAL_ALIASES,
         *reductions.REDUCTIONS,
         *reductions.NORMALIZATIONS,
+        *indexing.GATHER_SPELLINGS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions
+from symgrad.language import functions, indexing
 
 
 class Reduction(sympy.Function):
@@ -351,6 +351,10 @@ class Shapes:
             result = None
         elif isinstance(node, SumTo):
             result = self.of(node.target.argument)
+        elif isinstance(node, indexing.Gather):
+            result = self.of(node.index)  # torch.gather: the index's shape
+        elif isinstance(node, indexing.ScatterAdd):
+            result = self.of(node.shape.args[0])  # the gathered value's shape
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:

@@ -43,7 +43,8 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "type": "one of " + ", ".join(f"`{t.value}`" for t in InputType),
         "assume": "sympy assumptions on the symbol: "
         + ", ".join(f"`{a}`" for a in parse.ASSUMPTIONS),
-        "shape": "tensors only; the shape the generated test samples (`[]`: 0-d)",
+        "shape": "tensors only; the shape the generated test samples (`[]`: 0-d); "
+        "required for an `index` (an int64 tensor that only `gather` reads, no gradient)",
         "domain": "`[low, high]`: the interval the generated test samples from",
         "requires_grad": "tensors only; `false`: the input never gets a gradient",
         "default": "numbers only; a default value (inputs with defaults come last)",
@@ -115,6 +116,13 @@ def _functions_section() -> list[str]:
     lines += ["", "### Reductions and normalizations", ""]
     lines += [f"- `{name}(e, dim=None, keepdim=False)`" for name in reductions.REDUCTIONS]
     lines += [f"- `{name}(e, dim)`" for name in reductions.NORMALIZATIONS]
+    lines += ["", "### Gathers (index inputs)", ""]
+    lines += [
+        "- `gather(e, dim, index)`, also spelled `take_along_dim(e, index, dim)`: "
+        "`torch.gather`, the values of `e` at an index input's positions along `dim`, "
+        "in the index's shape; its gradient is `scatter_add` into zeros of `e`'s shape. "
+        "The index is an input of `type: index` (positions `0 <= i < size`), by name."
+    ]
     return lines
 
 

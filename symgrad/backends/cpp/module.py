@@ -42,6 +42,7 @@ _TYPES = {
     InputType.FLOAT: ("double", "float", "float", "toDouble"),
     InputType.INT: ("int64_t", "int", "int", "toInt"),
     InputType.BOOL: ("bool", "bool", "bool", "toBool"),
+    InputType.INDEX: ("const at::Tensor&", "Tensor", "torch.Tensor", ""),
 }
 _SHAPE = ("std::vector<int64_t>", "toIntVector")
 

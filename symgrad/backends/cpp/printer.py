@@ -158,6 +158,13 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
             options = "at::TensorOptions().dtype(at::get_default_dtype())"
         return f"at::full_like({like}, {value}, {options})"
 
+    def _spell_gather(self, argument: str, dim: int, index: str) -> str:
+        return f"at::gather({argument}, {dim}, {index})"
+
+    def _spell_scatter_add(self, source: str, shape: str, dim: int, index: str) -> str:
+        zeros = f"at::zeros({shape}, {source}.options())"
+        return f"at::scatter_add({zeros}, {dim}, {index}, {source})"
+
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"at::zeros({shape}, {grad}.options())"

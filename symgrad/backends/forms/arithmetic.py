@@ -21,7 +21,7 @@ from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.statements import value_tensors
-from symgrad.language import broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
 
 _MUL = PRECEDENCE["Mul"]
 
@@ -40,6 +40,8 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     reductions.SumTo,
     broadcasts.Broadcast,
     broadcasts.ZerosLike,
+    indexing.Gather,
+    indexing.ScatterAdd,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

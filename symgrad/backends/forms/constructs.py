@@ -17,7 +17,15 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.statements import value_tensors
-from symgrad.language import activations, broadcasts, functions, piecewise, pullbacks, reductions
+from symgrad.language import (
+    activations,
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+)
 
 
 class ConstructForms(ArithmeticForms):
@@ -185,6 +193,21 @@ class ConstructForms(ArithmeticForms):
         values = value_tensors(shapes, self.tensor_symbols, self.conditions)
         return self._print(values[0]) if values else ""
 
+    # --- Gathers (symgrad.language.indexing) ----------------------------------------------
+
+    def _print_Gather(self, expr: indexing.Gather) -> str:
+        """torch.gather: the argument's values at the index input's positions along dim."""
+        if not self.is_tensor(expr.argument):
+            raise UnprintableError("gather() needs an argument that depends on a tensor")
+        argument, index = self._print(expr.argument), self._print(expr.index)
+        return self._spell_gather(argument, expr.dim, index)
+
+    def _print_ScatterAdd(self, expr: indexing.ScatterAdd) -> str:
+        """A gather's adjoint: zeros of the gathered shape, the source added at the index
+        by torch's scatter_add (no one-hot, no loop)."""
+        source, shape, index = (self._print(a) for a in (expr.source, expr.shape, expr.index))
+        return self._spell_scatter_add(source, shape, expr.dim, index)
+
     # --- The spellings a backend gives ----------------------------------------------------
 
     def _operand(self, expr: sympy.Basic) -> str:
@@ -258,6 +281,13 @@ class ConstructForms(ArithmeticForms):
         raise NotImplementedError
 
     def _spell_normalization(self, expr: reductions.Normalization, argument: str) -> str:
+        raise NotImplementedError
+
+    def _spell_gather(self, argument: str, dim: int, index: str) -> str:
+        raise NotImplementedError
+
+    def _spell_scatter_add(self, source: str, shape: str, dim: int, index: str) -> str:
+        """Zeros of `shape` (the dtype and device of `source`), `source` added at `index`."""
         raise NotImplementedError
 
     def _spell_broadcast_first(self, texts: list[str]) -> str:

@@ -190,6 +190,8 @@ class Sample:
     high: str = ""
     requires_grad: bool = False
     value: str = ""
+    # An index input: int64 positions drawn below `high`, the size of the dim it indexes.
+    index: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,8 @@ class TestContext:
     version: str
     header: tuple[str, ...]
     class_name: str
+    # Whether an input is an index (int64), which the float64 copies leave as it is.
+    has_index: bool
     function_name: str
     module: str
     samples: tuple[Sample, ...]

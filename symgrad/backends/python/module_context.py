@@ -33,6 +33,7 @@ ANNOTATIONS = {
     InputType.FLOAT: "float",
     InputType.INT: "int",
     InputType.BOOL: "bool",
+    InputType.INDEX: "torch.Tensor",
 }
 
 

@@ -156,6 +156,12 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         dtype = f"{dtype_source}.dtype" if dtype_source else "torch.get_default_dtype()"
         return f"torch.full_like({like}, {value}, dtype={dtype})"
 
+    def _spell_gather(self, argument: str, dim: int, index: str) -> str:
+        return f"torch.gather({argument}, {dim}, {index})"
+
+    def _spell_scatter_add(self, source: str, shape: str, dim: int, index: str) -> str:
+        return f"{source}.new_zeros({shape}).scatter_add({dim}, {index}, {source})"
+
     def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"{grad}.new_zeros({shape})"

@@ -15,6 +15,7 @@ from symgrad.backends.python.contexts import InplaceTest, Sample, TestContext
 from symgrad.backends.python.module_context import custom_op_context, has_jvp
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, header
+from symgrad.frontend import indices
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Spec
 from symgrad.language import functions, piecewise
@@ -123,6 +124,7 @@ def test_context(derived: Derived, printer: TorchPrinter, provenance: Provenance
         version=provenance.version,
         header=tuple(header(spec.source, provenance)),
         class_name=spec.name,
+        has_index=any(i.is_index for i in spec.inputs),
         function_name=spec.module,
         module=spec.module,
         samples=samples,
@@ -168,9 +170,13 @@ def _samples(spec: Spec) -> tuple[Sample, ...]:
     """Each input's draw: tensors over their domains, numbers at their default or at random."""
     rng = random.Random(spec.name)
     shape = default_shape(spec)
+    bounds = indices.index_bounds(spec)
     samples = []
     for item in spec.inputs:
-        if item.is_tensor:
+        if item.is_index:
+            bound = repr(bounds.get(item.name, 1))
+            samples.append(Sample(item.name, True, repr(item.shape), high=bound, index=True))
+        elif item.is_tensor:
             low, high = default_domain(item)
             declared = shape if item.shape is None else tuple(item.shape)
             samples.append(

@@ -148,6 +148,13 @@ class _ReadablePrinter(StrPrinter):
         dims = ", ".join(str(d) for d in expr.dims)
         return f"{expr.name}({self._print(expr.args[0])}, {dims})"
 
+    def _print_Gather(self, expr: Any) -> str:
+        return f"gather({self._print(expr.argument)}, {expr.dim}, {self._print(expr.index)})"
+
+    def _print_ScatterAdd(self, expr: Any) -> str:
+        like, source = self._print(expr.shape.args[0]), self._print(expr.source)
+        return f"zeros_like({like}).scatter_add({expr.dim}, {self._print(expr.index)}, {source})"
+
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
         return f"{expr.name}({self._print(expr.argument)}{dims})"

@@ -1,0 +1,143 @@
+"""Index inputs and their gathers: declared, then checked against the shapes they index.
+
+An index input (`type: index`, Note [Index inputs] in symgrad.language.indexing) needs a
+`shape` and takes no other key. Once every expression is built, each gather is checked
+where the test shapes tell: the index has the gathered value's rank, `dim` is one of its
+dimensions, and every other dimension of the index fits in the value's, as torch.gather
+requires. The generated test samples the index below the size of the gathered dim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import sympy
+
+from symgrad.errors import Location, SpecError
+from symgrad.frontend import fields as read
+from symgrad.frontend.domains import broadcast_shapes, default_shape
+from symgrad.frontend.loader import Node
+from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
+from symgrad.language import indexing, reductions
+
+# The keys an index input takes.
+INDEX_KEYS = ("type", "shape")
+
+
+def parse_index_input(name: str, location: Location, node: Node) -> Input:
+    """`name: {type: index, shape: [...]}`: an int64 tensor of positions, no gradient."""
+    path = f"inputs.{name}"
+    if isinstance(node.value, str):
+        raise SpecError(
+            node.location, "an index input needs a shape: {type: index, shape: [...]}", path
+        )
+    section = read.Section(node, path, INDEX_KEYS)
+    section.require("type")
+    shape_node = section.optional("shape")
+    if shape_node is None:
+        raise SpecError(node.location, "an index input needs a shape, e.g. shape: [4, 3]", path)
+    shape = read.shape(shape_node, f"{path}.shape")
+    section.finish()
+    symbol = indexing.index_symbol(name)
+    return Input(name, InputType.INDEX, symbol, False, None, shape, None, (), location)
+
+
+def test_shape(
+    expr: sympy.Basic, spec: Spec, values: Mapping[sympy.Basic, sympy.Basic]
+) -> tuple[int, ...] | None:
+    """The shape `expr` has in the generated test, or None for a number."""
+    inputs = {i.symbol: i for i in spec.tensor_inputs}
+    fallback = default_shape(spec)
+
+    def visit(node: sympy.Basic) -> tuple[int, ...] | None:
+        if node in inputs:
+            return inputs[node].shape if inputs[node].shape is not None else fallback
+        if node in values:
+            return visit(values[node])
+        if isinstance(node, indexing.Gather):
+            return visit(node.index)
+        if isinstance(node, reductions.Reduction):
+            return _reduced(visit(node.argument), node.dims, node.keepdim)
+        shapes = [s for s in map(visit, node.args) if s is not None]
+        return broadcast_shapes(shapes) if shapes else None
+
+    return visit(expr)
+
+
+def _reduced(
+    shape: tuple[int, ...] | None, dims: tuple[int, ...] | None, keepdim: bool
+) -> tuple[int, ...] | None:
+    """`shape` reduced over `dims` (all when None), as torch reduces it."""
+    if shape is None:
+        return None
+    rank = len(shape)
+    gone = set(range(rank)) if dims is None else {d % rank for d in dims} if rank else set()
+    if keepdim:
+        return tuple(1 if n in gone else size for n, size in enumerate(shape))
+    return tuple(size for n, size in enumerate(shape) if n not in gone)
+
+
+def gathers(spec: Spec) -> list[tuple[indexing.Gather, Location, str]]:
+    """Every gather of the spec's expressions, with where it is written and its path."""
+    found = []
+    for item, section in _expressions(spec):
+        for node in sorted(item.expr.atoms(indexing.Gather), key=sympy.default_sort_key):
+            found.append((node, item.location, f"{section}.{item.name}"))
+    return found
+
+
+def _expressions(spec: Spec) -> Iterable[tuple[Intermediate | Output, str]]:
+    """The spec's named expressions with their section, in order."""
+    yield from ((i, "where") for i in spec.intermediates)
+    yield from ((o, "outputs") for o in spec.outputs)
+
+
+def index_bounds(spec: Spec) -> dict[str, int]:
+    """For each index input, the size of the smallest dim it indexes in the test."""
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    bounds: dict[str, int] = {}
+    for node, _, _ in gathers(spec):
+        shape = test_shape(node.argument, spec, values)
+        if shape:
+            name = node.index.name
+            bounds[name] = min(bounds.get(name, shape[node.dim]), shape[node.dim])
+    return bounds
+
+
+def check_gathers(spec: Spec) -> None:
+    """Refuse a gather whose index cannot index its value in the test shapes."""
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    by_symbol = {i.symbol: i for i in spec.inputs}
+    for node, location, path in gathers(spec):
+        index = by_symbol[node.index]
+        shape = test_shape(node.argument, spec, values)
+        if shape is None:
+            raise SpecError(location, "gather() needs a value that depends on a tensor", path)
+        _check_gather(node, shape, index, location, path)
+
+
+def _check_gather(
+    node: indexing.Gather, shape: tuple[int, ...], index: Input, location: Location, path: str
+) -> None:
+    """torch.gather's rules: equal ranks, dim in range, other index sizes within the value's."""
+    assert index.shape is not None
+    if not shape and len(index.shape) == 1:
+        shape = (1,)  # torch.gather reads a 0-d value as one of one element
+    rank = len(shape)
+    if len(index.shape) != rank:
+        message = (
+            f"gather() index {index.name!r} has {len(index.shape)} dimensions, "
+            f"but the value it indexes has {rank} (shape {list(shape)})"
+        )
+        raise SpecError(location, message, path)
+    if not -max(rank, 1) <= node.dim < max(rank, 1):
+        message = f"gather() dim {node.dim} is out of range for a value of {rank} dimensions"
+        raise SpecError(location, message, path)
+    dim = node.dim % max(rank, 1)
+    for n, (size, own) in enumerate(zip(index.shape, shape, strict=True)):
+        if n != dim and size > own:
+            message = (
+                f"gather() index {index.name!r} has size {size} in dim {n}, larger than "
+                f"the value's {own} (shape {list(shape)})"
+            )
+            raise SpecError(location, message, path)

@@ -1,0 +1,112 @@
+"""Integer index inputs and `gather`: values read at positions an int64 tensor gives.
+
+Note [Index inputs]: an input declared `type: index` is an int64 tensor with a declared
+shape. It takes no gradient, and the language reads it in one place only: as the index
+of `gather(x, dim, index)` (`take_along_dim` is the same call), with torch.gather's
+meaning, so the value has the index's shape. Its symbol is an `IndexSymbol`, so the
+frontend can refuse it anywhere else (arithmetic on positions means nothing here).
+
+The adjoint of `gather` is `ScatterAdd`: zeros of the gathered value's shape into which
+the incoming gradient is added at the same positions (torch's scatter_add kernel, no
+one-hot). It is linear in the gradient, so the backward differentiates again exactly;
+the tangent of a gather is the gather of the tangent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+
+class IndexSymbol(sympy.Symbol):
+    """The symbol of an index input (Note [Index inputs])."""
+
+
+def index_symbol(name: str) -> IndexSymbol:
+    """The symbol of the index input `name`: an integer that is never negative."""
+    return IndexSymbol(name, integer=True, nonnegative=True)
+
+
+class Gather(sympy.Function):
+    """`Gather(argument, dim, index)`: torch.gather(argument, dim, index)."""
+
+    # The name in the spec language, and torch's function of the same name.
+    name = "gather"
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        """Keep the call as written."""
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    @property
+    def argument(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+    @property
+    def dim(self) -> int:
+        return int(self.args[1])
+
+    @property
+    def index(self) -> IndexSymbol:
+        result: IndexSymbol = self.args[2]
+        return result
+
+
+class ScatterAdd(sympy.Function):
+    """`ScatterAdd(source, shape, dim, index)`: zeros of `shape` (a ShapeOf fact) in the
+    source's dtype, with `source` added at `index` along `dim` (the adjoint of a gather)."""
+
+    # How formulas for people (docstrings, `symgrad show`) spell it.
+    name = "scatter_add"
+
+    @classmethod
+    def eval(cls, *args: Any) -> None:
+        return None
+
+    def _eval_is_extended_real(self) -> bool:
+        return True
+
+    @property
+    def source(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[0]
+        return result
+
+    @property
+    def shape(self) -> sympy.Basic:
+        """The ShapeOf fact of the gathered value, whose shape the result takes."""
+        return self.args[1]
+
+    @property
+    def dim(self) -> int:
+        return int(self.args[2])
+
+    @property
+    def index(self) -> IndexSymbol:
+        result: IndexSymbol = self.args[3]
+        return result
+
+
+# The spellings of gather in the language: torch's name and its alias.
+GATHER_SPELLINGS = ("gather", "take_along_dim")
+
+
+def gather(argument: sympy.Expr, dim: int, index: IndexSymbol) -> Gather:
+    """Build `gather(argument, dim, index)`."""
+    return Gather(argument, sympy.Integer(dim), index)
+
+
+def gather_adjoint(node: Gather, adjoint: sympy.Expr, shape: sympy.Basic) -> ScatterAdd:
+    """The adjoint `node` passes to its argument, given its own (in the index's shape)."""
+    return ScatterAdd(adjoint, shape, node.args[1], node.index)
+
+
+def gather_tangent(node: Gather, tangent: sympy.Expr) -> sympy.Expr:
+    """The tangent of a gather: the same gather of its argument's tangent."""
+    if tangent == 0:
+        return sympy.Integer(0)
+    return Gather(tangent, node.args[1], node.index)
