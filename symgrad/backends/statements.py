@@ -7,11 +7,9 @@ comment naming saved values do not depend on the language printed.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import textwrap
 from collections.abc import Iterable, Mapping
-from typing import Protocol, TypeVar
 
 import sympy
 
@@ -111,31 +109,6 @@ def temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
         if statement.target in derived.temporaries and statement.target not in renames:
             renames[statement.target] = next(name for name in numbers if name not in taken)
     return renames
-
-
-class GuardedLines(Protocol):
-    """A backend's block of printed statements under one guard (a frozen dataclass)."""
-
-    @property
-    def guard(self) -> str: ...
-
-    @property
-    def lines(self) -> tuple[str, ...]: ...
-
-
-BlockT = TypeVar("BlockT", bound=GuardedLines)
-
-
-def merge_blocks(blocks: list[BlockT]) -> list[BlockT]:
-    """Join neighbouring blocks that have the same guard."""
-    merged: list[BlockT] = []
-    for block in blocks:
-        if merged and merged[-1].guard == block.guard:
-            lines = merged[-1].lines + block.lines
-            merged[-1] = dataclasses.replace(merged[-1], lines=lines)  # type: ignore[type-var]
-        else:
-            merged.append(block)
-    return merged
 
 
 def saved_comment(derived: Derived, width: int) -> tuple[str, ...]:

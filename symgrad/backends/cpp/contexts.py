@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from symgrad.backends.cpp.cpu_forms import CpuForm
 from symgrad.backends.cpp.fused import FusedLoops
+from symgrad.backends.forms.blocks import Block, OutputPart
 from symgrad.backends.python.contexts import InplaceTest
 
 
@@ -21,22 +22,6 @@ class Parameter:
     # `Tensor x`, `float beta` (the operator's schema).
     schema: str
     is_tensor: bool
-
-
-@dataclass(frozen=True)
-class Block:
-    """Statements that run under one guard: `if (need_a || need_b) {`."""
-
-    guard: str
-    lines: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class OutputPart:
-    """The blocks that run when one output's incoming gradient `grad` is defined."""
-
-    grad: str
-    blocks: tuple[Block, ...]
 
 
 @dataclass(frozen=True)

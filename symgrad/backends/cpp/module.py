@@ -9,27 +9,22 @@ under a guard declared up front (C++ scopes a variable to its braces).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import sympy
 
 from symgrad.ad import inplace
-from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.ad.ir import Assignment, Derived, Namer
 from symgrad.backends.base import Provenance
-from symgrad.backends.cpp.contexts import (
-    Block,
-    CpuHelper,
-    FunctionContext,
-    OutputPart,
-    Parameter,
-)
+from symgrad.backends.cpp.contexts import CpuHelper, FunctionContext, Parameter
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.fused import fused_loops
 from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.forms.blocks import StatementSpelling, backward_blocks, forward_value
 from symgrad.backends.python.text import escape_comment, formulas, header, summary
 from symgrad.backends.statements import (
     backward_statements,
     fact_shapes,
-    merge_blocks,
     saved_comment,
 )
 from symgrad.frontend.model import Input, InputType
@@ -80,15 +75,9 @@ def function_context(
     need = {i.name: namer.fresh(f"need_{i.name}") for i in tensor_inputs if i.name in receiving}
     grad = {name: namer.fresh(f"grad_{name}") for name in need}
     shapes = {i.name: namer.fresh(f"{i.name}_shape") for i in derived.saved_shapes}
+    spelling = StatementSpelling(printer, _Guards(need), grad, helpers["accumulate"], end=";")
+    prelude, backward = backward_blocks(derived, spelling)
     several = len(derived.backward) > 1
-    guard = _Guards(need)
-    prelude = [_block(b, printer, guard) for b in derived.prelude]
-    backward = [
-        _output_backward(p, printer, guard, grad, helpers, several) for p in derived.backward
-    ]
-    if not several and backward:
-        prelude = merge_blocks(prelude + list(backward[0].blocks))
-        backward = [OutputPart(backward[0].grad, ())]
     parameters = tuple(_parameter(i, printer.doprint(i.symbol)) for i in spec.inputs)
     reads = _backward_reads(derived)
     output_index = {o.symbol: n for n, o in enumerate(derived.outputs)}
@@ -124,7 +113,7 @@ def function_context(
         forward_reads=frozenset(
             printer.doprint(s) for a in derived.forward for s in a.expr.free_symbols
         ),
-        forward=tuple(_forward_statement(a, derived, printer) for a in derived.forward),
+        forward=tuple(_forward_statement(a, derived, printer, spelling) for a in derived.forward),
         outputs=tuple(printer.doprint(o.symbol) for o in derived.outputs),
         public_count=len(spec.outputs),
         non_differentiable=tuple(
@@ -148,9 +137,9 @@ def function_context(
         needs=tuple((need[i.name], n) for n, i in enumerate(tensor_inputs) if i.name in need),
         input_grads=tuple(grad.values()),
         declarations=tuple(_declarations(derived, printer)),
-        recompute=tuple(_statement(a, printer) for a in derived.recompute),
-        prelude=tuple(prelude),
-        backward=tuple(backward),
+        recompute=tuple(spelling.assignment(a) for a in derived.recompute),
+        prelude=prelude,
+        backward=backward,
         returns=tuple(returns),
         uses_shape_facts=bool(derived.shape_facts),
         op_schema=_schema(derived, parameters),
@@ -203,7 +192,7 @@ class _Guards:
     def __init__(self, need: dict[str, str]) -> None:
         self.need = need
 
-    def __call__(self, inputs: tuple[Input, ...] | list[Input]) -> str:
+    def __call__(self, inputs: Sequence[Input]) -> str:
         return " || ".join(self.need[i.name] for i in inputs)
 
 
@@ -275,28 +264,12 @@ def _cpp_type(assignment: Assignment, derived: Derived) -> str:
     return "bool" if is_condition(assignment.expr) else "double"
 
 
-def _statement(assignment: Assignment, printer: AtenPrinter) -> str:
-    return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)};"
-
-
-def _forward_statement(assignment: Assignment, derived: Derived, printer: AtenPrinter) -> str:
-    """A forward statement, declared; an output that is an input is returned as a view.
-
-    As in the Python target: an input returned as-is becomes a view of it, a
-    non-differentiable output that renames a value is detached, a residual that renames a
-    value gets its own copy.
-    """
-    target = printer.doprint(assignment.target)
-    declared = f"const {_cpp_type(assignment, derived)} {target}"
-    name = printer.doprint(assignment.expr)
-    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
-        return f"{declared} = {name}.view_as({name});"
-    constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
-    if assignment.target in constant and assignment.expr.is_Symbol:
-        return f"{declared} = {name}.detach();"
-    if assignment.target in {o.symbol for o in derived.residuals} and assignment.expr.is_Symbol:
-        return f"{declared} = {name}.clone();"
-    return f"{declared} = {name};"
+def _forward_statement(
+    assignment: Assignment, derived: Derived, printer: AtenPrinter, spelling: StatementSpelling
+) -> str:
+    """A forward statement, declared (symgrad.backends.forms.blocks.forward_value)."""
+    target = f"const {_cpp_type(assignment, derived)} {printer.doprint(assignment.target)}"
+    return spelling.statement(target, forward_value(assignment, derived, printer))
 
 
 def _saved_data(
@@ -366,27 +339,3 @@ def _backward_reads(derived: Derived) -> set[sympy.Basic]:
     exprs = [a.expr for a in backward_statements(derived)]
     exprs += [g.expr for part in derived.backward for g in part.gradients]
     return set().union(*(e.free_symbols for e in exprs))
-
-
-def _block(block: GuardedBlock, printer: AtenPrinter, guard: _Guards) -> Block:
-    return Block(guard(block.inputs), tuple(_statement(a, printer) for a in block.statements))
-
-
-def _output_backward(
-    part: OutputBackward,
-    printer: AtenPrinter,
-    guard: _Guards,
-    grad: dict[str, str],
-    helpers: dict[str, str],
-    several: bool,
-) -> OutputPart:
-    """The guarded blocks that add one output's contribution to each input gradient."""
-    blocks = [_block(b, printer, guard) for b in part.shared]
-    for gradient in part.gradients:
-        target = grad[gradient.input.name]
-        term = printer.doprint(gradient.expr)
-        if several:
-            term = f"{helpers['accumulate']}({target}, {term})"
-        lines = tuple(_statement(a, printer) for a in gradient.statements)
-        blocks.append(Block(guard([gradient.input]), (*lines, f"{target} = {term};")))
-    return OutputPart(printer.doprint(part.grad), tuple(merge_blocks(blocks)))

@@ -6,28 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from symgrad.backends.forms.blocks import Block, OutputPart
 from symgrad.backends.python.kernels import CpuForm
 
 
 def as_template_variables(context: Any) -> dict[str, Any]:
     """A context's fields as the template's top-level names."""
     return {f.name: getattr(context, f.name) for f in fields(context)}
-
-
-@dataclass(frozen=True)
-class Block:
-    """Statements that run under one guard: `if need_a or need_b:`."""
-
-    guard: str
-    lines: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class OutputPart:
-    """The blocks that run when one output's incoming gradient `grad` exists."""
-
-    grad: str
-    blocks: tuple[Block, ...]
 
 
 @dataclass(frozen=True)

@@ -8,23 +8,22 @@ from collections.abc import Mapping
 import sympy
 
 from symgrad.ad import inplace
-from symgrad.ad.ir import Assignment, Derived, GuardedBlock, Namer, OutputBackward
+from symgrad.ad.ir import Assignment, Derived, Namer
 from symgrad.backends.base import Provenance
+from symgrad.backends.forms.blocks import StatementSpelling, backward_blocks, forward_value
 from symgrad.backends.python import call_checks, kernels
 from symgrad.backends.python.contexts import (
-    Block,
     CustomOp,
     ForwardHelper,
     Fused,
     Jvp,
     ModuleContext,
-    OutputPart,
     PullbackHelper,
 )
 from symgrad.backends.python.names import BackwardNames
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, formulas, header, summary
-from symgrad.backends.statements import fact_shapes, merge_blocks, saved_comment
+from symgrad.backends.statements import fact_shapes, saved_comment
 from symgrad.frontend.model import Input, InputType
 from symgrad.language import activations, pullbacks, reductions
 
@@ -45,14 +44,9 @@ def module_context(
     namer = Namer(derived.names)
     names = BackwardNames(derived, namer)
     printer.helpers = names.helpers
-    # Several outputs receive gradients: each output's part adds to the input gradients.
+    spelling = StatementSpelling(printer, names.guard, names.grad, names.accumulate_helper)
+    prelude, backward = backward_blocks(derived, spelling)
     several = len(derived.backward) > 1
-    prelude = [_block(b, printer, names) for b in derived.prelude]
-    backward = [_output_backward(p, printer, names, several) for p in derived.backward]
-    if not several:
-        # One output: its shared work can join the recomputation under the same guards.
-        prelude = merge_blocks(prelude + list(backward[0].blocks))
-        backward = [OutputPart(backward[0].grad, ())]
     # Names are taken in this order (jvp, fused, custom op, the template's locals), so
     # that the generated code does not change from one version to the next.
     jvp = _jvp_context(derived, printer, names, namer)
@@ -62,7 +56,10 @@ def module_context(
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     local_error = namer.fresh("error")
-    forward = tuple(_forward_statement(a, derived, printer) for a in derived.forward)
+    forward = tuple(
+        spelling.statement(printer.doprint(a.target), forward_value(a, derived, printer))
+        for a in derived.forward
+    )
     facts = fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))
     pullback_helpers = _pullback_helpers(printer, names.helpers)
@@ -86,7 +83,7 @@ def module_context(
         residuals=tuple(o.name for o in derived.residuals + derived.saved_values),
         saved_values=tuple(o.name for o in derived.saved_values),
         saved_comment=saved_comment(derived, width=78),
-        recompute=tuple(_statement(a, printer) for a in derived.recompute),
+        recompute=tuple(spelling.assignment(a) for a in derived.recompute),
         shape_facts=shape_facts,
         shape_fact_names=tuple(printer.doprint(a.target) for a in derived.shape_facts),
         shape_facts_attribute=names.shape_facts_attribute,
@@ -112,8 +109,8 @@ def module_context(
         several_returned=len(derived.outputs) > 1,
         needs=names.needs_unpacking,
         input_grads=tuple(names.grad.values()),
-        prelude=tuple(prelude),
-        backward=tuple(backward),
+        prelude=prelude,
+        backward=backward,
         grad_output_names=(
             *(part.grad.name for part in derived.backward),
             *(unused_grads),
@@ -215,47 +212,6 @@ def _return_annotation(count: int) -> str:
 
 def _statement(assignment: Assignment, printer: TorchPrinter) -> str:
     return f"{printer.doprint(assignment.target)} = {printer.doprint(assignment.expr)}"
-
-
-def _forward_statement(assignment: Assignment, derived: Derived, printer: TorchPrinter) -> str:
-    """A forward statement; an output that is a tensor input is returned as a view of it.
-
-    torch refuses to save an input that a Function returns as-is; a view is cheap. A
-    non-differentiable output that renames a value is returned detached (no copy): the
-    value may be another output or a residual too, and marking the one tensor
-    non-differentiable would cut that one's gradient.
-    """
-    name = printer.doprint(assignment.expr)
-    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
-        return f"{printer.doprint(assignment.target)} = {name}.view_as({name})"
-    constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
-    if assignment.target in constant and assignment.expr.is_Symbol:
-        return f"{printer.doprint(assignment.target)} = {name}.detach()"
-    # A residual that renames a value an output may rename too: one tensor returned
-    # twice breaks forward AD, and a residual is small, so it gets its own copy.
-    if assignment.target in {o.symbol for o in derived.residuals} and assignment.expr.is_Symbol:
-        return f"{printer.doprint(assignment.target)} = {name}.clone()"
-    return _statement(assignment, printer)
-
-
-def _block(block: GuardedBlock, printer: TorchPrinter, names: BackwardNames) -> Block:
-    lines = tuple(_statement(a, printer) for a in block.statements)
-    return Block(names.guard(block.inputs), lines)
-
-
-def _output_backward(
-    part: OutputBackward, printer: TorchPrinter, names: BackwardNames, several: bool
-) -> OutputPart:
-    """The guarded blocks that add one output's contribution to each input gradient."""
-    blocks = [_block(b, printer, names) for b in part.shared]
-    for gradient in part.gradients:
-        target = names.grad[gradient.input.name]
-        term = printer.doprint(gradient.expr)
-        if several:
-            term = f"{names.accumulate_helper}({target}, {term})"
-        lines = tuple(_statement(a, printer) for a in gradient.statements)
-        blocks.append(Block(names.guard([gradient.input]), (*lines, f"{target} = {term}")))
-    return OutputPart(part.grad.name, tuple(merge_blocks(blocks)))
 
 
 def custom_op_context(derived: Derived, namer: Namer) -> CustomOp:
