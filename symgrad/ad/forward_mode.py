@@ -165,9 +165,14 @@ def _tangent(
 
 
 def _reduction_tangent(node: reductions.Reduction, tangent: sympy.Expr) -> sympy.Expr:
-    """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum."""
+    """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum; amax's
+    and amin's the mean over their ties (Note [Ties of amax and amin])."""
     if tangent == 0:
         return sympy.Integer(0)
+    if isinstance(node, reductions.ReduceExtremum):
+        picked = piecewise.where(reductions.is_tie(node), tangent, sympy.Integer(0))
+        total = reductions.reduce("sum", picked, node.dims, node.keepdim)
+        return total / reductions.tie_count(node)
     if isinstance(node, reductions.ReduceLogSumExp):
         weight = functions.call("exp", node.argument - reductions.broadcast_back(node, node))
         return reductions.reduce("sum", weight * tangent, node.dims, node.keepdim)

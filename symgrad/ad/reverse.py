@@ -143,8 +143,11 @@ class ReverseSweep:
                 exact = not node.keepdim and node.dims is not None
                 reduced = fit(adjoint, node, self.shapes, exact).expr
                 spread = reductions.argument_adjoint(node, reduced)
-                full = isinstance(node, reductions.ReduceLogSumExp)  # times exp(arg - lse)
-                add(node.argument, Term(spread, node.argument, full))
+                # Times exp(arg - lse), or the ties of amax and amin, outside which it is 0.
+                extremum = isinstance(node, reductions.ReduceExtremum)
+                full = extremum or isinstance(node, reductions.ReduceLogSumExp)
+                mask = reductions.is_tie(node) if extremum else None
+                add(node.argument, Term(spread, node.argument, full, mask))
             elif isinstance(node, reductions.Normalization):
                 exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
                 spread = reductions.normalization_adjoint(node, exact_adjoint)

@@ -1,4 +1,4 @@
-"""Reductions of the spec language: sum, mean and logsumexp over dimensions.
+"""Reductions of the spec language: sum, mean, logsumexp, amax and amin over dimensions.
 
 A reduction is the one kind of node that is not elementwise: its value has the reduced
 shape, and its adjoint has to be broadcast back over the reduced dimensions before it
@@ -12,6 +12,13 @@ and flags are never pulled out as common subexpressions.
 Note [Stable logsumexp]: `logsumexp` is a primitive (torch.logsumexp subtracts the
 maximum), and its adjoint is written `exp(argument - logsumexp)`, which is at most 1, so
 neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ...))`.
+
+Note [Ties of amax and amin]: as torch's, the adjoint of `amax` (and `amin`) is shared
+evenly among the elements equal to the result: `grad / count * ties` with `ties` the
+mask `where(x == amax, 1, 0)` and `count` its sum over the reduced dims; the tangent is
+the mean of the tangents at the ties. The result is unsqueezed back before the
+comparison, as any adjoint is. A row holding NaN has no ties, so its gradient is NaN
+(0 / 0), also as torch gives it.
 
 Note [Reductions of 0-d tensors]: torch reduces a 0-d tensor over dim 0 (or -1) to a
 0-d tensor: no dimension goes. The adjoint's `unsqueeze` must then add none either, or
@@ -30,7 +37,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions
+from symgrad.language import functions, piecewise
 
 
 class Reduction(sympy.Function):
@@ -74,8 +81,20 @@ class ReduceLogSumExp(Reduction):
     name = "logsumexp"
 
 
+class ReduceExtremum(Reduction):
+    """amax or amin: one of the largest or smallest elements (Note [Ties of amax ...])."""
+
+
+class ReduceAmax(ReduceExtremum):
+    name = "amax"
+
+
+class ReduceAmin(ReduceExtremum):
+    name = "amin"
+
+
 REDUCTIONS: dict[str, type[Reduction]] = {
-    cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp)
+    cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp, ReduceAmax, ReduceAmin)
 }
 
 
@@ -256,7 +275,25 @@ def argument_adjoint(node: Reduction, adjoint: sympy.Expr) -> sympy.Expr:
         return spread / Count(node.argument, *node.args[2:])
     if isinstance(node, ReduceLogSumExp):  # Note [Stable logsumexp]
         return spread * functions.call("exp", node.argument - broadcast_back(node, node))
+    if isinstance(node, ReduceExtremum):  # Note [Ties of amax and amin]
+        return broadcast_back(node, adjoint / tie_count(node)) * ties(node)
     raise TypeError(f"no adjoint rule for {type(node).__name__}")
+
+
+def is_tie(node: ReduceExtremum) -> piecewise.Eq:
+    """`argument == result`, the result unsqueezed back: where the extremum was taken."""
+    result: piecewise.Eq = piecewise.Eq(node.argument, broadcast_back(node, node))
+    return result
+
+
+def ties(node: ReduceExtremum) -> sympy.Expr:
+    """1 where `node` took its value, 0 elsewhere (Note [Ties of amax and amin])."""
+    return piecewise.where(is_tie(node), sympy.Integer(1), sympy.Integer(0))
+
+
+def tie_count(node: ReduceExtremum) -> Reduction:
+    """How many elements `node` took its value from, in its own shape."""
+    return reduce("sum", ties(node), node.dims, node.keepdim)
 
 
 def unsqueeze_order(dims: tuple[int, ...]) -> tuple[int, ...]:
