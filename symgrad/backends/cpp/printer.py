@@ -195,6 +195,12 @@ class AtenPrinter(ArithmeticPrinter):
         dims = ", ".join(map(str, expr.dims))
         return f"at::{expr.name}({argument}, at::IntArrayRef{{{dims}}}{keepdim})"
 
+    def _print_ReduceExtremum(self, expr: reductions.ReduceExtremum) -> str:
+        """at::amax and at::amin take an IntArrayRef: every dim, kept, is the empty one."""
+        if expr.dims is None and expr.keepdim and self.is_tensor(expr.argument):
+            return f"at::{expr.name}({self._print(expr.argument)}, at::IntArrayRef{{}}, true)"
+        return self._print_Reduction(expr)
+
     def _print_Normalization(self, expr: reductions.Normalization) -> str:
         if not self.is_tensor(expr.argument):
             raise UnprintableError(f"{expr.name}() needs an argument that depends on a tensor")
@@ -274,7 +280,9 @@ def _install_function_dispatch() -> None:
     for kind in pullbacks.PULLBACKS.values():
         setattr(AtenPrinter, f"_print_{kind.__name__}", AtenPrinter._print_Pullback)
     for cls in reductions.REDUCTIONS.values():
-        setattr(AtenPrinter, f"_print_{cls.__name__}", AtenPrinter._print_Reduction)
+        extremum = issubclass(cls, reductions.ReduceExtremum)
+        method = AtenPrinter._print_ReduceExtremum if extremum else AtenPrinter._print_Reduction
+        setattr(AtenPrinter, f"_print_{cls.__name__}", method)
     for normalization in reductions.NORMALIZATIONS.values():
         name = f"_print_{normalization.__name__}"
         setattr(AtenPrinter, name, AtenPrinter._print_Normalization)
