@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as nnf
 from torch.autograd import forward_ad
 
 import symgrad
@@ -205,3 +206,31 @@ def test_a_row_holding_nan_has_a_nan_gradient_as_in_torch() -> None:
     (grad,) = torch.autograd.grad(function(x), x, torch.ones(2))
     (want,) = torch.autograd.grad(torch.amax(x, dim=1), x, torch.ones(2))
     torch.testing.assert_close(grad, want, equal_nan=True)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_ties_are_found_in_a_recomputed_argument() -> None:
+    """The jvp and the double backward compute mish again with torch's kernel, the
+    forward with its CPU form: the argument differs in its last bits from the one the
+    forward's amax came from, and compared with the saved amax it had no ties (NaN)."""
+    case = Case(
+        {"y": "amax(sin(abs(mish(x)) * x), dim=-1)"},
+        {"x": (64, 8)},
+        lambda x: torch.sin(nnf.mish(x).abs() * x).amax(dim=-1),
+    )
+    function = symgrad.load_module(_spec(case)).case
+    x = _inputs(case, "distinct", seed=4)[0]
+    tangent = torch.randn_like(x)
+    results = []
+    for formula in (function, case.torch_formula):
+        with forward_ad.dual_level():
+            results.append(forward_ad.unpack_dual(formula(forward_ad.make_dual(x, tangent))))
+    torch.testing.assert_close(results[0].tangent, results[1].tangent)
+    cotangent = torch.randn(64, dtype=torch.float64)
+    grads, seconds = [], []
+    for formula in (function, case.torch_formula):
+        (grad,) = torch.autograd.grad(formula(x), x, cotangent, create_graph=True)
+        grads.append(grad)
+        seconds.append(torch.autograd.grad((grad * tangent * x).sum(), x))
+    torch.testing.assert_close(grads[0], grads[1])
+    torch.testing.assert_close(seconds[0], seconds[1])

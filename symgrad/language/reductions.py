@@ -16,9 +16,12 @@ neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ..
 Note [Ties of amax and amin]: as torch's, the adjoint of `amax` (and `amin`) is shared
 evenly among the elements equal to the result: `grad / count * ties` with `ties` the
 mask `where(x == amax, 1, 0)` and `count` its sum over the reduced dims; the tangent is
-the mean of the tangents at the ties. The result is unsqueezed back before the
-comparison, as any adjoint is. A row holding NaN has no ties, so its gradient is NaN
-(0 / 0), also as torch gives it.
+the mean of the tangents at the ties. A row holding NaN has no ties, so its gradient is
+NaN (0 / 0), also as torch gives it. The mask compares x with its extremum taken again,
+with keepdim, from x as the backward has it (`Again`), not with the forward's saved
+value: a recomputed x (double backward, the jvp) may differ from the forward's in its
+last bits (a CPU kernel in one, torch's in the other), and then no element would equal
+the saved extremum.
 
 Note [Reductions of 0-d tensors]: torch reduces a 0-d tensor over dim 0 (or -1) to a
 0-d tensor: no dimension goes. The adjoint's `unsqueeze` must then add none either, or
@@ -93,9 +96,27 @@ class ReduceAmin(ReduceExtremum):
     name = "amin"
 
 
+class AmaxAgain(ReduceAmax):
+    """amax taken again to find its ties: never replaced by the forward's saved amax."""
+
+
+class AminAgain(ReduceAmin):
+    """amin taken again to find its ties: never replaced by the forward's saved amin."""
+
+
+_AGAIN: dict[type[Reduction], type[ReduceExtremum]] = {
+    ReduceAmax: AmaxAgain,
+    ReduceAmin: AminAgain,
+    AmaxAgain: AmaxAgain,
+    AminAgain: AminAgain,
+}
+
+
 REDUCTIONS: dict[str, type[Reduction]] = {
     cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp, ReduceAmax, ReduceAmin)
 }
+# Every reduction class a printer meets: the spec language's, and the extrema taken again.
+REDUCTION_CLASSES: tuple[type[Reduction], ...] = (*REDUCTIONS.values(), AmaxAgain, AminAgain)
 
 
 class Normalization(sympy.Function):
@@ -281,8 +302,9 @@ def argument_adjoint(node: Reduction, adjoint: sympy.Expr) -> sympy.Expr:
 
 
 def is_tie(node: ReduceExtremum) -> piecewise.Eq:
-    """`argument == result`, the result unsqueezed back: where the extremum was taken."""
-    result: piecewise.Eq = piecewise.Eq(node.argument, broadcast_back(node, node))
+    """`argument == extremum`, the extremum taken again, kept: where `node` took its value."""
+    again = _AGAIN[type(node)](node.argument, sympy.Integer(1), *node.args[2:])
+    result: piecewise.Eq = piecewise.Eq(node.argument, again)
     return result
 
 

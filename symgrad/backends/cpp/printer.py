@@ -279,7 +279,7 @@ def _install_function_dispatch() -> None:
         setattr(AtenPrinter, f"_print_{activation.__name__}", AtenPrinter._print_Activation)
     for kind in pullbacks.PULLBACKS.values():
         setattr(AtenPrinter, f"_print_{kind.__name__}", AtenPrinter._print_Pullback)
-    for cls in reductions.REDUCTIONS.values():
+    for cls in reductions.REDUCTION_CLASSES:
         extremum = issubclass(cls, reductions.ReduceExtremum)
         method = AtenPrinter._print_ReduceExtremum if extremum else AtenPrinter._print_Reduction
         setattr(AtenPrinter, f"_print_{cls.__name__}", method)

@@ -259,7 +259,7 @@ def _install_function_dispatch() -> None:
         setattr(TorchPrinter, f"_print_{activation.__name__}", TorchPrinter._print_Activation)
     for kind in pullbacks.PULLBACKS.values():
         setattr(TorchPrinter, f"_print_{kind.__name__}", TorchPrinter._print_Pullback)
-    for cls in reductions.REDUCTIONS.values():
+    for cls in reductions.REDUCTION_CLASSES:
         setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
     for normalization in reductions.NORMALIZATIONS.values():
         name = f"_print_{normalization.__name__}"
