@@ -20,7 +20,7 @@ import torch.nn.functional as nnf
 from torch.autograd import forward_ad
 
 import symgrad
-from tests.conftest import as_tuple
+from tests.conftest import as_tuple, load_generated
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,17 @@ def test_a_row_holding_nan_has_a_nan_gradient_as_in_torch() -> None:
     (grad,) = torch.autograd.grad(function(x), x, torch.ones(2))
     (want,) = torch.autograd.grad(torch.amax(x, dim=1), x, torch.ones(2))
     torch.testing.assert_close(grad, want, equal_nan=True)
+
+
+def test_the_dorefa_example_shares_the_gradient_of_tied_weights() -> None:
+    """examples/dorefa_weight.yaml: w = 1 and w = -1 tie for the largest |tanh(w)|."""
+    function = load_generated("dorefa_weight").dorefa_weight
+    w = torch.tensor([[1.0, -1.0, 0.5], [0.0, 1.0, -0.25]], dtype=torch.float64)
+    w.requires_grad_()
+    cotangent = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    t = torch.tanh(w)
+    want = torch.autograd.grad(t / (2 * t.abs().amax()) + 0.5, w, cotangent)
+    torch.testing.assert_close(torch.autograd.grad(function(w), w, cotangent), want)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
