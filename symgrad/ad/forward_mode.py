@@ -16,7 +16,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import functions, piecewise, reductions, rules
+from symgrad.language import extrema, functions, piecewise, reductions, rules
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -166,13 +166,11 @@ def _tangent(
 
 def _reduction_tangent(node: reductions.Reduction, tangent: sympy.Expr) -> sympy.Expr:
     """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum; amax's
-    and amin's the mean over their ties (Note [Ties of amax and amin])."""
+    and amin's the mean over their ties."""
     if tangent == 0:
         return sympy.Integer(0)
-    if isinstance(node, reductions.ReduceExtremum):
-        picked = piecewise.where(reductions.is_tie(node), tangent, sympy.Integer(0))
-        total = reductions.reduce("sum", picked, node.dims, node.keepdim)
-        return total / reductions.tie_count(node)
+    if isinstance(node, reductions.ReduceExtremum):  # Note [Ties of amax and amin]
+        return extrema.tangent(node, tangent)
     if isinstance(node, reductions.ReduceLogSumExp):
         weight = functions.call("exp", node.argument - reductions.broadcast_back(node, node))
         return reductions.reduce("sum", weight * tangent, node.dims, node.keepdim)

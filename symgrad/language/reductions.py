@@ -13,16 +13,6 @@ Note [Stable logsumexp]: `logsumexp` is a primitive (torch.logsumexp subtracts t
 maximum), and its adjoint is written `exp(argument - logsumexp)`, which is at most 1, so
 neither direction overflows at large inputs. Softmax is `exp(x - logsumexp(x, ...))`.
 
-Note [Ties of amax and amin]: as torch's, the adjoint of `amax` (and `amin`) is shared
-evenly among the elements equal to the result: `grad / count * ties` with `ties` the
-mask `where(x == amax, 1, 0)` and `count` its sum over the reduced dims; the tangent is
-the mean of the tangents at the ties. A row holding NaN has no ties, so its gradient is
-NaN (0 / 0), also as torch gives it. The mask compares x with its extremum taken again,
-with keepdim, from x as the backward has it (`Again`), not with the forward's saved
-value: a recomputed x (double backward, the jvp) may differ from the forward's in its
-last bits (a CPU kernel in one, torch's in the other), and then no element would equal
-the saved extremum.
-
 Note [Reductions of 0-d tensors]: torch reduces a 0-d tensor over dim 0 (or -1) to a
 0-d tensor: no dimension goes. The adjoint's `unsqueeze` must then add none either, or
 the gradient of a 0-d input comes out with shape [1]. Leading dims never need one
@@ -40,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions, piecewise
+from symgrad.language import functions
 
 
 class Reduction(sympy.Function):
@@ -85,7 +75,7 @@ class ReduceLogSumExp(Reduction):
 
 
 class ReduceExtremum(Reduction):
-    """amax or amin: one of the largest or smallest elements (Note [Ties of amax ...])."""
+    """amax or amin; their gradient's tie rule is in symgrad.language.extrema."""
 
 
 class ReduceAmax(ReduceExtremum):
@@ -102,14 +92,6 @@ class AmaxAgain(ReduceAmax):
 
 class AminAgain(ReduceAmin):
     """amin taken again to find its ties: never replaced by the forward's saved amin."""
-
-
-_AGAIN: dict[type[Reduction], type[ReduceExtremum]] = {
-    ReduceAmax: AmaxAgain,
-    ReduceAmin: AminAgain,
-    AmaxAgain: AmaxAgain,
-    AminAgain: AminAgain,
-}
 
 
 REDUCTIONS: dict[str, type[Reduction]] = {
@@ -296,26 +278,7 @@ def argument_adjoint(node: Reduction, adjoint: sympy.Expr) -> sympy.Expr:
         return spread / Count(node.argument, *node.args[2:])
     if isinstance(node, ReduceLogSumExp):  # Note [Stable logsumexp]
         return spread * functions.call("exp", node.argument - broadcast_back(node, node))
-    if isinstance(node, ReduceExtremum):  # Note [Ties of amax and amin]
-        return broadcast_back(node, adjoint / tie_count(node)) * ties(node)
     raise TypeError(f"no adjoint rule for {type(node).__name__}")
-
-
-def is_tie(node: ReduceExtremum) -> piecewise.Eq:
-    """`argument == extremum`, the extremum taken again, kept: where `node` took its value."""
-    again = _AGAIN[type(node)](node.argument, sympy.Integer(1), *node.args[2:])
-    result: piecewise.Eq = piecewise.Eq(node.argument, again)
-    return result
-
-
-def ties(node: ReduceExtremum) -> sympy.Expr:
-    """1 where `node` took its value, 0 elsewhere (Note [Ties of amax and amin])."""
-    return piecewise.where(is_tie(node), sympy.Integer(1), sympy.Integer(0))
-
-
-def tie_count(node: ReduceExtremum) -> Reduction:
-    """How many elements `node` took its value from, in its own shape."""
-    return reduce("sum", ties(node), node.dims, node.keepdim)
 
 
 def unsqueeze_order(dims: tuple[int, ...]) -> tuple[int, ...]:
