@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as nnf
 from torch.autograd import forward_ad
 
 import symgrad
+from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.python.printer import TorchPrinter
+from symgrad.language import extrema, reductions
 from tests.conftest import as_tuple, load_generated
 
 
@@ -245,3 +249,29 @@ def test_ties_are_found_in_a_recomputed_argument() -> None:
         seconds.append(torch.autograd.grad((grad * tangent * x).sum(), x))
     torch.testing.assert_close(grads[0], grads[1])
     torch.testing.assert_close(seconds[0], seconds[1])
+
+
+@pytest.mark.parametrize(
+    ("dims", "keepdim", "python", "cpp"),
+    [
+        (None, False, "torch.amax(x)", "at::amax(x)"),
+        # torch types amax's dim as dims (None is untyped) and at::amax takes no nullopt.
+        (None, True, "torch.amax(x, dim=(), keepdim=True)", "at::amax(x, at::IntArrayRef{}, true)"),
+        ((0, 2), False, "torch.amax(x, dim=(0, 2))", "at::amax(x, at::IntArrayRef{0, 2})"),
+        (
+            (-1,),
+            True,
+            "torch.amax(x, dim=-1, keepdim=True)",
+            "at::amax(x, at::IntArrayRef{-1}, true)",
+        ),
+    ],
+)
+def test_amax_over_every_dim_is_spelled_as_torch_types_it(
+    dims: tuple[int, ...] | None, keepdim: bool, python: str, cpp: str
+) -> None:
+    x = sympy.Symbol("x", real=True)
+    node = reductions.reduce("amax", x, dims, keepdim)
+    assert TorchPrinter({x}).doprint(node) == python
+    assert AtenPrinter({x}).doprint(node) == cpp
+    again = extrema.is_tie(node).rhs  # the extremum taken again, kept, for the ties
+    assert TorchPrinter({x}).doprint(again).startswith("torch.amax(x, dim=")

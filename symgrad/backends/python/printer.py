@@ -188,6 +188,12 @@ class TorchPrinter(ArithmeticPrinter):
             return f"torch.{expr.name}({argument})"
         return f"torch.{expr.name}({argument}, dim={dims}{keepdim})"
 
+    def _print_ReduceExtremum(self, expr: reductions.ReduceExtremum) -> str:
+        """torch.amax and torch.amin type dim as dims, not None: every dim, kept, is ()."""
+        if expr.dims is None and expr.keepdim and self.is_tensor(expr.argument):
+            return f"torch.{expr.name}({self._print(expr.argument)}, dim=(), keepdim=True)"
+        return self._print_Reduction(expr)
+
     def _print_Normalization(self, expr: reductions.Normalization) -> str:
         if not self.is_tensor(expr.argument):
             raise UnprintableError(f"{expr.name}() needs an argument that depends on a tensor")
@@ -260,7 +266,9 @@ def _install_function_dispatch() -> None:
     for kind in pullbacks.PULLBACKS.values():
         setattr(TorchPrinter, f"_print_{kind.__name__}", TorchPrinter._print_Pullback)
     for cls in reductions.REDUCTION_CLASSES:
-        setattr(TorchPrinter, f"_print_{cls.__name__}", TorchPrinter._print_Reduction)
+        extremum = issubclass(cls, reductions.ReduceExtremum)
+        method = TorchPrinter._print_ReduceExtremum if extremum else TorchPrinter._print_Reduction
+        setattr(TorchPrinter, f"_print_{cls.__name__}", method)
     for normalization in reductions.NORMALIZATIONS.values():
         name = f"_print_{normalization.__name__}"
         setattr(TorchPrinter, name, TorchPrinter._print_Normalization)
