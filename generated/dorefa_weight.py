@@ -163,7 +163,7 @@ class DorefaWeight(torch.autograd.Function):
         grad_w = None
         if need_w:
             _t3 = torch.where(
-                (abs0 == torch.amax(abs0, dim=None, keepdim=True)),
+                (abs0 == torch.amax(abs0, dim=(), keepdim=True)),
                 torch.tensor(1, dtype=abs0.dtype, device=abs0.device),
                 0,
             )
@@ -199,7 +199,7 @@ class DorefaWeight(torch.autograd.Function):
         t = torch.tanh(w)
         abs0 = torch.abs(t)
         tangent_t = tangent_w * (1 - t**2)
-        _t6 = abs0 == torch.amax(abs0, dim=None, keepdim=True)
+        _t6 = abs0 == torch.amax(abs0, dim=(), keepdim=True)
         tangent_amax1 = (
             torch.sum(torch.where(_t6, tangent_t * torch.sign(t), 0))
             * 1
