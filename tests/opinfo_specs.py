@@ -241,7 +241,7 @@ def _dims(value: Any, ndim: int) -> list[int] | str | None:
 
 
 def reduction(function: str, *, softmax: bool = False, negate: bool = False) -> Builder:
-    """sum/mean/logsumexp(x, dim, keepdim) or softmax/log_softmax(x, dim[, dtype])."""
+    """sum/mean/logsumexp/amax/amin(x, dim, keepdim) or softmax/log_softmax(x, dim[, dtype])."""
 
     def build(call: Call, dtype: torch.dtype) -> Case | str:
         x = call.input
@@ -708,6 +708,8 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("sum", "", reduction("sum")),
     OpMapping("mean", "", reduction("mean")),
     OpMapping("logsumexp", "", reduction("logsumexp")),
+    OpMapping("amax", "", reduction("amax")),
+    OpMapping("amin", "", reduction("amin")),
     OpMapping("softmax", "", reduction("softmax", softmax=True)),
     OpMapping("softmax", "with_dtype", reduction("softmax", softmax=True)),
     OpMapping("log_softmax", "", reduction("log_softmax", softmax=True)),

@@ -70,6 +70,11 @@ CASES = [
         large=False,
     ),
     Case(
+        "dorefa_weight",
+        lambda w: torch.tanh(w) / (2 * torch.amax(torch.tanh(w).abs())) + 0.5,
+        (((8, 16), -2.0, 2.0),),
+    ),
+    Case(
         "l2_normalize",
         lambda x: (F.normalize(x, dim=-1), torch.linalg.vector_norm(x, dim=-1, keepdim=True)),
         (ROWS,),

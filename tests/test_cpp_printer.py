@@ -201,6 +201,11 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
         reduce("logsumexp", X, None, True),
         "at::logsumexp(x.flatten(), at::IntArrayRef{0}).reshape(std::vector<int64_t>(x.dim(), 1))",
     ),
+    # at::amax and at::amin take an IntArrayRef, not an optional one.
+    (reduce("amax", X, None, False), "at::amax(x)"),
+    (reduce("amax", X, None, True), "at::amax(x, at::IntArrayRef{}, true)"),
+    (reduce("amin", X, (-1, -2), False), "at::amin(x, at::IntArrayRef{-1, -2})"),
+    (reduce("amin", X, (0,), True), "at::amin(x, at::IntArrayRef{0}, true)"),
     (reductions.normalize("log_softmax", X, -1), "at::log_softmax(x, -1)"),
     (
         reductions.Unsqueeze(reduce("sum", X, (-1, -2), False) + 1, -1, -2),

@@ -168,6 +168,16 @@ def test_where_is_drawn_as_cases_and_chains_flatten() -> None:
             "y = logsumexp(x, dim=[0, 1])",
             "\\operatorname{logsumexp}{\\left(x, \\mathrm{dim}=[0, 1] \\right)}",
         ),
+        (
+            "x - amax(x, dim=-1, keepdim=True)",
+            "y = x - amax(x, dim=-1, keepdim=True)",
+            "\\operatorname{amax}{\\left(x, \\mathrm{dim}=-1, \\mathrm{keepdim}=True \\right)}",
+        ),
+        (
+            "amin(x, dim=[0, 1])",
+            "y = amin(x, dim=[0, 1])",
+            "\\operatorname{amin}{\\left(x, \\mathrm{dim}=[0, 1] \\right)}",
+        ),
     ],
 )
 def test_reductions_are_written_as_in_a_spec(formula: str, pretty: str, latex: str) -> None:

@@ -16,7 +16,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import functions, indexing, piecewise, reductions, rules
+from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -168,9 +168,12 @@ def _tangent(
 
 
 def _reduction_tangent(node: reductions.Reduction, tangent: sympy.Expr) -> sympy.Expr:
-    """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum."""
+    """sum and mean are linear; logsumexp's tangent is the softmax-weighted sum; amax's
+    and amin's the mean over their ties."""
     if tangent == 0:
         return sympy.Integer(0)
+    if isinstance(node, reductions.ReduceExtremum):  # Note [Ties of amax and amin]
+        return extrema.tangent(node, tangent)
     if isinstance(node, reductions.ReduceLogSumExp):
         weight = functions.call("exp", node.argument - reductions.broadcast_back(node, node))
         return reductions.reduce("sum", weight * tangent, node.dims, node.keepdim)

@@ -28,7 +28,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import indexing, piecewise, pullbacks, reductions, rules
+from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -142,9 +142,7 @@ class ReverseSweep:
                 # Unsqueezing the reduced dims back needs the exact reduced shape.
                 exact = not node.keepdim and node.dims is not None
                 reduced = fit(adjoint, node, self.shapes, exact).expr
-                spread = reductions.argument_adjoint(node, reduced)
-                full = isinstance(node, reductions.ReduceLogSumExp)  # times exp(arg - lse)
-                add(node.argument, Term(spread, node.argument, full))
+                add(node.argument, _reduction_term(node, reduced))
             elif isinstance(node, reductions.Normalization):
                 exact_adjoint = fit(adjoint, node, self.shapes, exact=True).expr
                 spread = reductions.normalization_adjoint(node, exact_adjoint)
@@ -228,6 +226,16 @@ class ReverseSweep:
             suffixes.append(self.name(factor * suffixes[-1]))
         suffixes.reverse()
         return [(i, prefixes[i] * suffixes[i]) for i in indices]
+
+
+def _reduction_term(node: reductions.Reduction, adjoint: sympy.Expr) -> Term:
+    """The term a reduction passes to its argument, given its own adjoint (in its shape)."""
+    if isinstance(node, reductions.ReduceExtremum):  # zero outside the ties
+        spread = extrema.argument_adjoint(node, adjoint)
+        return Term(spread, node.argument, True, extrema.is_tie(node))
+    spread = reductions.argument_adjoint(node, adjoint)
+    full = isinstance(node, reductions.ReduceLogSumExp)  # times exp(arg - lse)
+    return Term(spread, node.argument, full)
 
 
 def _masked(adjoint: Term, cond: Boolean, expr: sympy.Expr) -> Term:

@@ -1,4 +1,4 @@
-"""Reductions of the spec language: sum, mean and logsumexp over dimensions.
+"""Reductions of the spec language: sum, mean, logsumexp, amax and amin over dimensions.
 
 A reduction is the one kind of node that is not elementwise: its value has the reduced
 shape, and its adjoint has to be broadcast back over the reduced dimensions before it
@@ -74,9 +74,31 @@ class ReduceLogSumExp(Reduction):
     name = "logsumexp"
 
 
+class ReduceExtremum(Reduction):
+    """amax or amin; their gradient's tie rule is in symgrad.language.extrema."""
+
+
+class ReduceAmax(ReduceExtremum):
+    name = "amax"
+
+
+class ReduceAmin(ReduceExtremum):
+    name = "amin"
+
+
+class AmaxAgain(ReduceAmax):
+    """amax taken again to find its ties: never replaced by the forward's saved amax."""
+
+
+class AminAgain(ReduceAmin):
+    """amin taken again to find its ties: never replaced by the forward's saved amin."""
+
+
 REDUCTIONS: dict[str, type[Reduction]] = {
-    cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp)
+    cls.name: cls for cls in (ReduceSum, ReduceMean, ReduceLogSumExp, ReduceAmax, ReduceAmin)
 }
+# Every reduction class a printer meets: the spec language's, and the extrema taken again.
+REDUCTION_CLASSES: tuple[type[Reduction], ...] = (*REDUCTIONS.values(), AmaxAgain, AminAgain)
 
 
 class Normalization(sympy.Function):

@@ -144,6 +144,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         dims = ", ".join(map(str, expr.dims))
         return f"at::{expr.name}({argument}, at::IntArrayRef{{{dims}}}{keepdim})"
 
+    def _spell_extremum_all_kept(self, expr: reductions.Reduction, argument: str) -> str:
+        return f"at::{expr.name}({argument}, at::IntArrayRef{{}}, true)"
+
     def _spell_normalization(self, expr: reductions.Normalization, argument: str) -> str:
         return f"at::{expr.name}({argument}, {expr.dim})"
 

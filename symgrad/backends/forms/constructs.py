@@ -144,6 +144,9 @@ class ConstructForms(ArithmeticForms):
         if expr.dims is None and isinstance(expr, reductions.ReduceLogSumExp):
             # torch.logsumexp takes no dim=None: over the flattened argument.
             return self._spell_logsumexp_all(expr)
+        if expr.dims is None and expr.keepdim and isinstance(expr, reductions.ReduceExtremum):
+            # amax and amin take no dim=None: every dim is the empty list of dims.
+            return self._spell_extremum_all_kept(expr, self._print(expr.argument))
         return self._spell_reduction(expr, self._print(expr.argument))
 
     def _print_Normalization(self, expr: reductions.Normalization) -> str:
@@ -280,6 +283,10 @@ class ConstructForms(ArithmeticForms):
     def _spell_reduction(self, expr: reductions.Reduction, argument: str) -> str:
         raise NotImplementedError
 
+    def _spell_extremum_all_kept(self, expr: reductions.Reduction, argument: str) -> str:
+        """amax or amin over every dimension, kept, as an empty list of dims."""
+        raise NotImplementedError
+
     def _spell_normalization(self, expr: reductions.Normalization, argument: str) -> str:
         raise NotImplementedError
 
@@ -311,7 +318,7 @@ def install_dispatch(printer: type[ConstructForms]) -> None:
         setattr(printer, f"_print_{activation.__name__}", printer._print_Activation)
     for kind in pullbacks.PULLBACKS.values():
         setattr(printer, f"_print_{kind.__name__}", printer._print_Pullback)
-    for cls in reductions.REDUCTIONS.values():
+    for cls in reductions.REDUCTION_CLASSES:
         setattr(printer, f"_print_{cls.__name__}", printer._print_Reduction)
     for normalization in reductions.NORMALIZATIONS.values():
         setattr(printer, f"_print_{normalization.__name__}", printer._print_Normalization)

@@ -144,6 +144,9 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         keepdim = ", keepdim=True" if expr.keepdim else ""
         return f"torch.{expr.name}({argument}, dim={dims}{keepdim})"
 
+    def _spell_extremum_all_kept(self, expr: reductions.Reduction, argument: str) -> str:
+        return f"torch.{expr.name}({argument}, dim=(), keepdim=True)"
+
     def _spell_normalization(self, expr: reductions.Normalization, argument: str) -> str:
         return f"torch.{expr.name}({argument}, dim={expr.dim})"
 

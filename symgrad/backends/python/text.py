@@ -130,6 +130,7 @@ class _ReadablePrinter(StrPrinter):
         return self._reduction(expr.name, self._print(expr.argument), expr.dims, expr.keepdim)
 
     _print_ReduceSum = _print_ReduceMean = _print_ReduceLogSumExp = _print_Reduction
+    _print_ReduceAmax = _print_ReduceAmin = _print_AmaxAgain = _print_AminAgain = _print_Reduction
 
     def _print_Normalization(self, expr: Any) -> str:
         return f"{expr.name}({self._print(expr.argument)}, dim={expr.dim})"
