@@ -30,7 +30,7 @@ from symgrad.backends.python import kernels
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
-from symgrad.language import functions, piecewise, reductions
+from symgrad.language import functions, indexing, piecewise, reductions
 from symgrad.language.activations import Activation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -447,15 +447,18 @@ def test_gradients_match_sympy(case: str) -> None:
 
 
 def _is_elementwise(path: Path) -> bool:
-    """True for specs without reductions, which sympy's elementwise check can evaluate.
+    """True for specs without reductions or gathers, whose overrides are derivatives: the
+    ones sympy's elementwise check can evaluate.
 
-    Examples with reductions are checked against torch's built-ins (tests/test_builtins.py)
-    and against autograd by their generated tests.
+    The others are checked against torch's built-ins (tests/test_builtins.py), their
+    originals (tests/test_gather.py, test_gradient_overrides.py) and autograd by their
+    generated tests.
     """
     spec = symgrad.load_spec(path)
     exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
-    kinds = (reductions.Reduction, reductions.Normalization)
-    return not any(e.atoms(*kinds) for e in exprs)
+    kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather)
+    reads_grad = any(o.reads_grad for o in spec.overrides)
+    return not reads_grad and not any(e.atoms(*kinds) for e in exprs)
 
 
 ELEMENTWISE_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.yaml")) if _is_elementwise(p)]

@@ -43,9 +43,9 @@ from symgrad.ad.ir import (
     integral_floats,
 )
 from symgrad.ad.residuals import find_residuals
-from symgrad.ad.reverse import ReverseSweep, Term
+from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
-from symgrad.frontend.model import Input, Output, Spec
+from symgrad.frontend.model import INCOMING_GRAD, Input, Output, Spec
 from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
 
 
@@ -85,7 +85,11 @@ def derive(spec: Spec) -> Derived:
         adjoints = {i: sweep.adjoint(i.symbol) for i in spec.differentiable_inputs}
         for item in spec.differentiable_inputs:
             override = spec.override(output, item)
-            if override is not None:  # the user's d output / d input replaces ours
+            if override is not None and override.reads_grad:  # the gradient itself
+                summed = fit(Term(grad, output.symbol, True), item.symbol, shapes, exact=False)
+                given = override.expr.xreplace({INCOMING_GRAD: summed.expr})
+                adjoints[item] = Term(guard(given), item.symbol, True)
+            elif override is not None:  # the user's d output / d input replaces ours
                 adjoints[item] = Term(grad * guard(override.expr), output.symbol, True)
         terms = {
             i: Term(

@@ -47,6 +47,8 @@ def derive_tangents(
     backward can save them) stay inside their users' tangents, so that `c * exp(x)`
     still reads as the output `y` in `y * tangent_x`.
     """
+    if any(o.reads_grad for o in spec.overrides):  # Note [Overrides that read grad]
+        return Tangents((None,) * len(spec.inputs), (), (None,) * len(outputs))
     tangent_of: dict[sympy.Basic, sympy.Expr] = {}
     inputs: list[sympy.Symbol | None] = []
     for item in spec.inputs:

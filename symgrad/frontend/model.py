@@ -88,13 +88,27 @@ class Output:
 
 @dataclass(frozen=True)
 class GradientOverride:
-    """`gradients[output][input]`: the elementwise d output / d input to use instead."""
+    """`gradients[output][input]`: the elementwise d output / d input to use instead, or,
+    where it reads `grad`, the input's whole gradient from the output."""
 
     output: Output
     input: Input
-    # Over inputs, intermediates and outputs; the backward multiplies it by grad_output.
+    # Over inputs, intermediates and outputs; the backward multiplies it by grad_output,
+    # unless it reads INCOMING_GRAD (Note [Overrides that read grad]).
     expr: sympy.Expr
     location: Location
+
+    @property
+    def reads_grad(self) -> bool:
+        return INCOMING_GRAD in self.expr.free_symbols
+
+
+# Note [Overrides that read grad]: an override that reads `grad` gives the input's
+# gradient itself, a function of the output's incoming gradient summed to the input's
+# shape (kornia's straight-through `grad_fn`, a clipped gradient), not a derivative to
+# multiply by it. It has no Jacobian, so a Function with one has no jvp. A Dummy: no
+# name a spec declares is this symbol (a spec's own `grad` shadows it).
+INCOMING_GRAD = sympy.Dummy("grad", real=True)
 
 
 # The dtypes a generated test checks besides float64 (which gradcheck needs).

@@ -21,6 +21,7 @@ from symgrad.frontend.checks import parse_checks
 from symgrad.frontend.from_sympy import from_sympy
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import (
+    INCOMING_GRAD,
     GradientOverride,
     Input,
     InputType,
@@ -372,8 +373,9 @@ def _parse_gradients(
     """`gradients: {output: {input: expression}}`, the user's own partial derivatives."""
     by_output = {o.name: o for o in outputs}
     by_input = {i.name: i for i in inputs}
-    # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)).
-    names = {**symbols, **{o.name: o.symbol for o in outputs}}
+    # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)),
+    # and the incoming gradient (Note [Overrides that read grad]).
+    names = {"grad": INCOMING_GRAD, **symbols, **{o.name: o.symbol for o in outputs}}
     overrides = []
     for output_name, output_node in read.mapping_entries(node, "gradients"):
         path = f"gradients.{output_name}"

@@ -36,7 +36,9 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "outputs": "required; the forward's results in order: `name: expression` or "
         "`name: {expr: ..., differentiable: false}`",
         "gradients": "your own `d output / d input` per output and input, replacing "
-        "symgrad's (straight-through estimators)",
+        "symgrad's (straight-through estimators); one that reads `grad` is the input's "
+        "whole gradient, of the incoming gradient summed to the input's shape "
+        "(`clamp(grad, -1, 1)`), and the Function then has no jvp",
         "test": "how the generated test samples and compares (below)",
     },
     "input": {

@@ -191,6 +191,8 @@ class TestContext:
     class_name: str
     # Whether an input is an index (int64), which the float64 copies leave as it is.
     has_index: bool
+    # An override reads grad: the reference needs the `_gradient_through` hook.
+    uses_gradient_through: bool
     function_name: str
     module: str
     samples: tuple[Sample, ...]

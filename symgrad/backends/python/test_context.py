@@ -17,7 +17,7 @@ from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, header
 from symgrad.frontend import indices
 from symgrad.frontend.domains import default_domain, default_shape
-from symgrad.frontend.model import Input, InputType, Spec
+from symgrad.frontend.model import INCOMING_GRAD, Input, InputType, Spec
 from symgrad.language import functions, piecewise
 
 
@@ -60,6 +60,8 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
     An output y with an override O for input x is recomputed as
     y(x.detach()) + (x - x.detach()) * O.detach(): the same value, and autograd then
     gives grad_y * O for x (summed over broadcasting), and y's own gradient for the rest.
+    An override that reads grad adds zeros whose gradient a hook maps to O for x
+    (`_gradient_through` in the test, Note [Overrides that read grad]).
     """
     values = {i.symbol: i.expr for i in spec.intermediates}
     values.update({o.symbol: o.expr for o in spec.outputs})
@@ -81,14 +83,29 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
         tensors = printer.tensor_symbols
         formula = guards.guard_branches(inline(output.expr).xreplace(detached), tensors)
         terms = [printer.doprint(formula)]
+        hooked = []
         for override in overrides:
+            if override.reads_grad:
+                given = inline(override.expr).xreplace({**detached, INCOMING_GRAD: _GRAD})
+                printer.tensor_symbols |= {_GRAD}
+                function = printer.doprint(guards.guard_branches(given, printer.tensor_symbols))
+                hook = f"lambda grad: {function}"
+                hooked.append(
+                    f"_gradient_through({override.input.name}, {output.name}.shape, {hook})"
+                )
+                continue
             derivative = printer.doprint(guards.guard_branches(inline(override.expr), tensors))
             if printer.is_tensor(inline(override.expr)):
                 derivative = f"({derivative}).detach()"
             name = override.input.name
             terms.append(f"({name} - {name}.detach()) * {derivative}")
         lines.append(f"{output.name} = " + " + ".join(terms))
+        lines += [f"{output.name} = {output.name} + {term}" for term in hooked]
     return lines
+
+
+# The incoming gradient as the hook's parameter in the generated test.
+_GRAD = sympy.Symbol("grad", real=True)
 
 
 def _sample_number(item: Input, rng: random.Random) -> str:
@@ -125,6 +142,7 @@ def test_context(derived: Derived, printer: TorchPrinter, provenance: Provenance
         header=tuple(header(spec.source, provenance)),
         class_name=spec.name,
         has_index=any(i.is_index for i in spec.inputs),
+        uses_gradient_through=any(o.reads_grad for o in spec.overrides),
         function_name=spec.module,
         module=spec.module,
         samples=samples,
