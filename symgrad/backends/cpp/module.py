@@ -333,6 +333,8 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
         return "std::vector<int64_t>{}"
     if shape[0] == "input":
         return f"{shape[1]}.sizes().vec()"
+    if shape[0] in ("view", "cat"):
+        return _view_shape_code(shape, helpers)
     if shape[0] == "broadcast":
         codes = [_shape_code(s, helpers) for s in shape[1]]
         code = codes[0]
@@ -342,6 +344,21 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
     _, inner, dims, keepdim = shape
     keep = "true" if keepdim else "false"
     return f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {_dims(dims)}, {keep})"
+
+
+def _view_shape_code(shape: reductions.Shape, helpers: dict[str, str]) -> str:
+    """C++ for the shape of a view or a cat: ATen's own rule, on meta tensors."""
+    meta = "at::TensorOptions().device(at::kMeta)"
+    if shape[0] == "cat":
+        empties = ", ".join(f"at::empty({_shape_code(s, helpers)}, {meta})" for s in shape[1])
+        return f"at::cat({{{empties}}}, {shape[2]}).sizes().vec()"
+    _, inner, method, parameters = shape
+    call = f"unsqueeze({parameters[0]})"
+    if method == "reshape":
+        call = f"reshape({{{', '.join(map(str, parameters))}}})"
+    elif method == "chunk":
+        call = f"chunk({parameters[0]}, {parameters[1]})[{parameters[2]}]"
+    return f"at::empty({_shape_code(inner, helpers)}, {meta}).{call}.sizes().vec()"
 
 
 def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:
