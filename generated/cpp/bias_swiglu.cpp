@@ -120,29 +120,31 @@ struct BiasSwiGLU : public torch::autograd::Function<BiasSwiGLU> {
     ctx->save_for_backward({outputs[1]});
     ctx->saved_data["x_shape"] = x.sizes().vec();
     ctx->saved_data["bias_shape"] = bias.sizes().vec();
-    ctx->saved_data["_t1"] =
-        at::infer_size(at::empty(at::infer_size(bias.sizes().vec(), x.sizes().vec()),
-                                 at::TensorOptions().device(at::kMeta))
-                           .chunk(2, -1)[0]
-                           .sizes()
-                           .vec(),
-                       at::empty(at::infer_size(bias.sizes().vec(), x.sizes().vec()),
-                                 at::TensorOptions().device(at::kMeta))
-                           .chunk(2, -1)[1]
-                           .sizes()
-                           .vec());
-    ctx->saved_data["_t2"] =
-        at::empty(at::infer_size(bias.sizes().vec(), x.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .chunk(2, -1)[1]
-            .sizes()
-            .vec();
-    ctx->saved_data["_t3"] =
-        at::empty(at::infer_size(bias.sizes().vec(), x.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .chunk(2, -1)[0]
-            .sizes()
-            .vec();
+    ctx->saved_data["_t1"] = at::infer_size(
+        [](std::vector<int64_t> s) {
+          int64_t d = -1 < 0 ? -1 + int64_t(s.size()) : -1;
+          int64_t c = (s[d] + 2 - 1) / 2;
+          s[d] = std::min(c, s[d] - 0 * c);
+          return s;
+        }(at::infer_size(bias.sizes().vec(), x.sizes().vec())),
+        [](std::vector<int64_t> s) {
+          int64_t d = -1 < 0 ? -1 + int64_t(s.size()) : -1;
+          int64_t c = (s[d] + 2 - 1) / 2;
+          s[d] = std::min(c, s[d] - 1 * c);
+          return s;
+        }(at::infer_size(bias.sizes().vec(), x.sizes().vec())));
+    ctx->saved_data["_t2"] = [](std::vector<int64_t> s) {
+      int64_t d = -1 < 0 ? -1 + int64_t(s.size()) : -1;
+      int64_t c = (s[d] + 2 - 1) / 2;
+      s[d] = std::min(c, s[d] - 1 * c);
+      return s;
+    }(at::infer_size(bias.sizes().vec(), x.sizes().vec()));
+    ctx->saved_data["_t3"] = [](std::vector<int64_t> s) {
+      int64_t d = -1 < 0 ? -1 + int64_t(s.size()) : -1;
+      int64_t c = (s[d] + 2 - 1) / 2;
+      s[d] = std::min(c, s[d] - 0 * c);
+      return s;
+    }(at::infer_size(bias.sizes().vec(), x.sizes().vec()));
     ctx->saved_data["_t4"] = at::infer_size(bias.sizes().vec(), x.sizes().vec());
     return outputs;
   }

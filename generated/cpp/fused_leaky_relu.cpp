@@ -118,17 +118,27 @@ struct FusedLeakyReLU : public torch::autograd::Function<FusedLeakyReLU> {
     ctx->saved_data["negative_slope"] = negative_slope;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["_t0"] = bias.sizes().vec();
-    ctx->saved_data["_t1"] = at::infer_size(
-        input.sizes().vec(),
-        at::empty(bias.sizes().vec(), at::TensorOptions().device(at::kMeta))
-            .reshape({1, -1, 1, 1})
-            .sizes()
-            .vec());
-    ctx->saved_data["_t2"] =
-        at::empty(bias.sizes().vec(), at::TensorOptions().device(at::kMeta))
-            .reshape({1, -1, 1, 1})
-            .sizes()
-            .vec();
+    ctx->saved_data["_t1"] =
+        at::infer_size(input.sizes().vec(), [](std::vector<int64_t> s) {
+          int64_t n = 1, known = 1;
+          for (auto v : s) n *= v;
+          std::vector<int64_t> r{1, -1, 1, 1};
+          for (auto v : r)
+            if (v != -1) known *= v;
+          for (auto& v : r)
+            if (v == -1) v = n / known;
+          return r;
+        }(bias.sizes().vec()));
+    ctx->saved_data["_t2"] = [](std::vector<int64_t> s) {
+      int64_t n = 1, known = 1;
+      for (auto v : s) n *= v;
+      std::vector<int64_t> r{1, -1, 1, 1};
+      for (auto v : r)
+        if (v != -1) known *= v;
+      for (auto& v : r)
+        if (v == -1) v = n / known;
+      return r;
+    }(bias.sizes().vec());
     return outputs;
   }
 

@@ -136,28 +136,26 @@ struct RBFCovariance : public torch::autograd::Function<RBFCovariance> {
         at::infer_size(lengthscale.sizes().vec(), x2.sizes().vec());
     ctx->saved_data["_t3"] = lengthscale.sizes().vec();
     ctx->saved_data["_t4"] = at::infer_size(
-        at::empty(at::infer_size(lengthscale.sizes().vec(), x1.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .unsqueeze(1)
-            .sizes()
-            .vec(),
-        at::empty(at::infer_size(lengthscale.sizes().vec(), x2.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .unsqueeze(0)
-            .sizes()
-            .vec());
-    ctx->saved_data["_t5"] =
-        at::empty(at::infer_size(lengthscale.sizes().vec(), x1.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .unsqueeze(1)
-            .sizes()
-            .vec();
-    ctx->saved_data["_t6"] =
-        at::empty(at::infer_size(lengthscale.sizes().vec(), x2.sizes().vec()),
-                  at::TensorOptions().device(at::kMeta))
-            .unsqueeze(0)
-            .sizes()
-            .vec();
+        [](std::vector<int64_t> s) {
+          int64_t d = 1 < 0 ? 1 + int64_t(s.size()) + 1 : 1;
+          s.insert(s.begin() + d, 1);
+          return s;
+        }(at::infer_size(lengthscale.sizes().vec(), x1.sizes().vec())),
+        [](std::vector<int64_t> s) {
+          int64_t d = 0 < 0 ? 0 + int64_t(s.size()) + 1 : 0;
+          s.insert(s.begin() + d, 1);
+          return s;
+        }(at::infer_size(lengthscale.sizes().vec(), x2.sizes().vec())));
+    ctx->saved_data["_t5"] = [](std::vector<int64_t> s) {
+      int64_t d = 1 < 0 ? 1 + int64_t(s.size()) + 1 : 1;
+      s.insert(s.begin() + d, 1);
+      return s;
+    }(at::infer_size(lengthscale.sizes().vec(), x1.sizes().vec()));
+    ctx->saved_data["_t6"] = [](std::vector<int64_t> s) {
+      int64_t d = 0 < 0 ? 0 + int64_t(s.size()) + 1 : 0;
+      s.insert(s.begin() + d, 1);
+      return s;
+    }(at::infer_size(lengthscale.sizes().vec(), x2.sizes().vec()));
     return outputs;
   }
 
