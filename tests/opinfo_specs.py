@@ -449,6 +449,37 @@ def gather_builder(take_along_dim: bool) -> Builder:
     return build
 
 
+def view_builder(method: str) -> Builder:
+    """reshape(x, shape), view(x, shape) or unsqueeze(x, dim) (symgrad.language.views).
+
+    The language takes a shape as a list of positive sizes (one may be -1) and a tensor
+    with elements: a size 0, a 0-d result or a shape given as separate ints is refused.
+    """
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        x = call.input
+        if call.kwargs or len(call.args) != 1 or not isinstance(x, torch.Tensor):
+            return f"operands {describe_call(call)}"
+        inputs = _declare({"x": x}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        if "shape" not in inputs["x"] or x.numel() == 0:
+            return f"a tensor of shape {list(x.shape)}"
+        (given,) = call.args
+        if method == "unsqueeze":
+            if not isinstance(given, int):
+                return f"dim={given!r}"
+            expr = f"unsqueeze(x, {given})"
+        else:
+            sizes = [given] if isinstance(given, int) else list(given)
+            if not sizes or any(n < 1 and n != -1 for n in sizes):
+                return f"shape {sizes}"
+            expr = f"{method}(x, {sizes})"
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
 def _int_arg(call: Call) -> int | None:
     if len(call.args) == 1 and isinstance(call.args[0], int) and not call.kwargs:
         return int(call.args[0])
@@ -662,6 +693,9 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("where", "", where_builder),
     OpMapping("gather", "", gather_builder(take_along_dim=False)),
     OpMapping("take_along_dim", "", gather_builder(take_along_dim=True)),
+    OpMapping("reshape", "", view_builder("reshape")),
+    OpMapping("view", "", view_builder("view")),
+    OpMapping("unsqueeze", "", view_builder("unsqueeze")),
     OpMapping("nn.functional.cosine_similarity", "", cosine_similarity_builder),
     OpMapping("clamp", "", clamp_builder),
     # Activations of torch.nn.functional.

@@ -30,7 +30,7 @@ from symgrad.backends.python import kernels
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
-from symgrad.language import functions, indexing, piecewise, reductions
+from symgrad.language import functions, indexing, piecewise, reductions, views
 from symgrad.language.activations import Activation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -451,12 +451,12 @@ def _is_elementwise(path: Path) -> bool:
     ones sympy's elementwise check can evaluate.
 
     The others are checked against torch's built-ins (tests/test_builtins.py), their
-    originals (tests/test_gather.py, test_gradient_overrides.py) and autograd by their
+    originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and autograd by their
     generated tests.
     """
     spec = symgrad.load_spec(path)
     exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
-    kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather)
+    kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather, views.View, views.Cat)
     reads_grad = any(o.reads_grad for o in spec.overrides)
     return not reads_grad and not any(e.atoms(*kinds) for e in exprs)
 

@@ -15,8 +15,9 @@ import sympy
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import piecewise
+from symgrad.language import piecewise, views
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
@@ -69,6 +70,13 @@ FORMS = {
         "at::where(at::scalar_tensor((k > 0.0), at::TensorOptions().dtype(at::kBool)"
         ".device(x.device())), x, 2)",
     ),
+    "a view of a tensor: its own view method": (
+        views.reshape(x, [1, -1]),
+        "x.reshape(1, -1)",
+        "x.reshape({1, -1})",
+    ),
+    "a piece of a chunk": (views.chunk(x, 2, -1, 1), "x.chunk(2, -1)[1]", "x.chunk(2, -1)[1]"),
+    "a cat": (views.cat([a, b], 0), "torch.cat([a, b], 0)", "at::cat({a, b}, 0)"),
 }
 
 
@@ -83,7 +91,7 @@ def _spellings() -> list[str]:
     """The methods the forms leave to each backend (they raise NotImplementedError)."""
     return [
         name
-        for form in (ArithmeticForms, ConstructForms)
+        for form in (ArithmeticForms, ConstructForms, ViewForms)
         for name, method in vars(form).items()
         if inspect.isfunction(method) and "raise NotImplementedError" in inspect.getsource(method)
     ]
@@ -97,6 +105,10 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
         name
         for name in spellings
         if getattr(printer, name)
-        in (vars(ArithmeticForms).get(name), vars(ConstructForms).get(name))
+        in (
+            vars(ArithmeticForms).get(name),
+            vars(ConstructForms).get(name),
+            vars(ViewForms).get(name),
+        )
     ]
     assert not missing

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from symgrad.language import functions, piecewise, reductions
+from symgrad.language import functions, piecewise, reductions, views
 
 # Keys every table must have: the arithmetic the model prices directly.
 ARITHMETIC = ("mul", "add", "div", "square", "cube", "pow", "where", "addcmul", "sum")
@@ -71,6 +71,8 @@ class CostTable:
             return self.of(node.name) if node.name in self.relative else self.of("sum")
         if isinstance(node, (functions.ElementwiseFunction, piecewise.Kink)):
             return self.of(getattr(node, "name", type(node).__name__))
+        if isinstance(node, views.View):
+            return 0.0  # a view reads the same memory: no kernel runs
         if isinstance(node, sympy.Function):
             return 2 * self.of("mul")
         return 0.0

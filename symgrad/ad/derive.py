@@ -46,7 +46,15 @@ from symgrad.ad.residuals import find_residuals
 from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import INCOMING_GRAD, Input, Output, Spec
-from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
+from symgrad.language import (
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+    views,
+)
 
 
 def derive(spec: Spec) -> Derived:
@@ -326,6 +334,10 @@ _NOT_ELEMENTWISE = (
     reductions.Unsqueeze,
     indexing.Gather,
     indexing.ScatterAdd,
+    views.View,
+    views.Cat,
+    views.ReshapeTo,
+    views.CatPiece,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

@@ -16,7 +16,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules
+from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules, views
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -152,6 +152,11 @@ def _tangent(
         elif isinstance(node, indexing.Gather):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = indexing.gather_tangent(node, tangent)
+        elif isinstance(node, views.View):
+            result = views.view_tangent(node, in_own_shape(visit(node.argument), node.argument))
+        elif isinstance(node, views.Cat):
+            tangents = [in_own_shape(visit(p), p) for p in node.pieces]
+            result = views.cat_tangent(node, tangents, reductions.ShapeOf)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

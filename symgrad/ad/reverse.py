@@ -28,7 +28,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules
+from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules, views
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -56,6 +56,7 @@ class Term:
 def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes) -> Term:
     """The terms of `node`'s adjoint as one term (Note [Frames of gradient terms])."""
     terms = [t for t in terms if t.expr != 0] or [Term(sympy.Integer(0), node, True)]
+    terms = _merged_chunk_cats(terms, node)
     frames = {shapes.of(t.frame) for t in terms}
     if len(frames) > 1:
         terms = [fit(t, node, shapes, exact=False) for t in terms]
@@ -65,6 +66,15 @@ def term_sum(terms: Sequence[Term], node: sympy.Basic, shapes: reductions.Shapes
     masks = [t.mask for t in terms]
     mask = None if any(m is None for m in masks) else sympy.Or(*masks)
     return Term(total, terms[0].frame, any(t.full for t in terms), mask)
+
+
+def _merged_chunk_cats(terms: list[Term], node: sympy.Basic) -> list[Term]:
+    """`terms` with the adjoints of one chunk's pieces concatenated once (Note [Views])."""
+    cats = [t.expr for t in terms if isinstance(t.expr, views.ChunkCat)]
+    if len(cats) < 2:
+        return terms
+    rest = [t for t in terms if not isinstance(t.expr, views.ChunkCat)]
+    return rest + [Term(expr, node, True) for expr in views.merge_chunk_cats(cats)]
 
 
 def fit(term: Term, node: sympy.Basic, shapes: reductions.Shapes, exact: bool) -> Term:
@@ -149,6 +159,8 @@ class ReverseSweep:
                 add(node.argument, Term(spread, node.argument, True))
             elif isinstance(node, indexing.Gather):
                 self.gather_terms(node, adjoint, add)
+            elif isinstance(node, (views.View, views.Cat)):
+                self.view_terms(node, adjoint, add, order)
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:
@@ -186,6 +198,29 @@ class ReverseSweep:
             exact = temporary
         shape = reductions.ShapeOf(node.argument)
         add(node.argument, Term(indexing.gather_adjoint(node, exact, shape), node.argument, True))
+
+    def view_terms(
+        self,
+        node: views.View | views.Cat,
+        adjoint: Term,
+        add: Callable[[sympy.Basic, Term], None],
+        order: Mapping[sympy.Basic, None],
+    ) -> None:
+        """The adjoint, exactly in the view's shape, viewed back (Note [Views])."""
+        exact = fit(adjoint, node, self.shapes, exact=True).expr
+        if not exact.is_Atom:  # a chunk's adjoint reads it twice (dtype, values)
+            temporary = self.namer.temporary()
+            self.statements.append(Assignment(temporary, exact))
+            exact = temporary
+        if isinstance(node, views.View):
+            spread = views.view_adjoint(node, exact, reductions.ShapeOf)
+            add(node.argument, Term(spread, node.argument, True))
+            return
+        for piece, sliced in zip(
+            node.pieces, views.cat_adjoints(node, exact, reductions.ShapeOf), strict=True
+        ):
+            if piece in order:
+                add(piece, Term(sliced, piece, True))
 
     def kink_terms(self, node: piecewise.Kink, adjoint: Term) -> list[tuple[sympy.Expr, Term]]:
         """The terms a kink passes to its arguments, routed through its `where` form.

@@ -26,7 +26,7 @@ from symgrad.ad import costs
 from symgrad.ad.ir import Assignment, BackwardPlan, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
-from symgrad.language import functions, piecewise, reductions
+from symgrad.language import functions, piecewise, reductions, views
 from symgrad.language.piecewise import is_condition
 
 # Functions whose derivative torch computes from their result (exp' = exp, sigmoid' = s (1 - s)):
@@ -184,6 +184,8 @@ def choose_saved_values(
     total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
     chosen: list[sympy.Symbol] = []
     for target in sorted(total, key=lambda t: -total[t]):
+        if isinstance(definitions[target], views.View):
+            continue  # a view is free to recompute, and saved it would alias an output
         weight = weigh(target)
         if weight <= budget and total[target] >= _MIN_SAVED_COST:
             chosen.append(target)

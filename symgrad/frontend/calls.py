@@ -15,7 +15,8 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
-from symgrad.language import activations, functions, indexing, piecewise, reductions
+from symgrad.frontend import views as view_calls
+from symgrad.language import activations, functions, indexing, piecewise, reductions, views
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -51,6 +52,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _normalization_call(walker, node, spelling, depth)
     if spelling in indexing.GATHER_SPELLINGS:
         return _gather_call(walker, node, spelling, depth)
+    if spelling in views.VIEW_SPELLINGS:
+        return view_calls.view_call(walker, node, spelling, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:

@@ -18,7 +18,7 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import Location, SpecError, did_you_mean
-from symgrad.frontend import calls
+from symgrad.frontend import calls, views
 from symgrad.language import broadcasts, functions, indexing, piecewise
 from symgrad.language.names import is_function_name
 
@@ -229,6 +229,9 @@ class _Builder:
 
     def build_Call(self, node: ast.Call, depth: int) -> sympy.Expr:
         return calls.build_call(self, node, depth)
+
+    def build_Subscript(self, node: ast.Subscript, depth: int) -> sympy.Expr:
+        return views.chunk_piece(self, node, depth)
 
 
 _DESCRIPTIONS: dict[type[ast.AST], str] = {

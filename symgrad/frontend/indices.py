@@ -18,7 +18,7 @@ from symgrad.frontend import fields as read
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
-from symgrad.language import indexing, reductions
+from symgrad.language import indexing, reductions, views
 
 # The keys an index input takes.
 INDEX_KEYS = ("type", "shape")
@@ -58,6 +58,13 @@ def test_shape(
             return visit(node.index)
         if isinstance(node, reductions.Reduction):
             return _reduced(visit(node.argument), node.dims, node.keepdim)
+        if isinstance(node, views.View):  # Note [Views]; ValueError where it cannot
+            inner = visit(node.argument)
+            return None if inner is None else views.view_shape(node, inner)
+        if isinstance(node, views.Cat):
+            pieces = [visit(piece) for piece in node.pieces]
+            known = [p for p in pieces if p is not None]
+            return views.cat_shape(node.dim, known) if len(known) == len(pieces) else None
         shapes = [s for s in map(visit, node.args) if s is not None]
         return broadcast_shapes(shapes) if shapes else None
 
@@ -80,13 +87,13 @@ def _reduced(
 def gathers(spec: Spec) -> list[tuple[indexing.Gather, Location, str]]:
     """Every gather of the spec's expressions, with where it is written and its path."""
     found = []
-    for item, section in _expressions(spec):
+    for item, section in named_expressions(spec):
         for node in sorted(item.expr.atoms(indexing.Gather), key=sympy.default_sort_key):
             found.append((node, item.location, f"{section}.{item.name}"))
     return found
 
 
-def _expressions(spec: Spec) -> Iterable[tuple[Intermediate | Output, str]]:
+def named_expressions(spec: Spec) -> Iterable[tuple[Intermediate | Output, str]]:
     """The spec's named expressions with their section, in order."""
     yield from ((i, "where") for i in spec.intermediates)
     yield from ((o, "outputs") for o in spec.outputs)

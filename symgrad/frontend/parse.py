@@ -16,7 +16,7 @@ from sympy.core.facts import InconsistentAssumptions
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
-from symgrad.frontend import indices, names
+from symgrad.frontend import indices, names, views
 from symgrad.frontend.checks import parse_checks
 from symgrad.frontend.from_sympy import from_sympy
 from symgrad.frontend.loader import Node
@@ -110,6 +110,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         target,
         inplace_node.location if inplace and inplace_node else None,
     )
+    views.check_views(spec)
     indices.check_gathers(spec)
     return spec
 

@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import indexing, piecewise, reductions
+from symgrad.language import indexing, piecewise, reductions, views
 
 
 class Broadcast(sympy.Function):
@@ -66,8 +66,8 @@ class ZerosLike(sympy.Function):
 
 
 # Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
-# reduced, a gather's is its index's.
-_SHAPED = (reductions.Reduction, indexing.Gather)
+# reduced, a gather's is its index's, a view's and a cat's their own (Note [Views]).
+_SHAPED = (reductions.Reduction, indexing.Gather, *views.SHAPED)
 
 
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
@@ -88,7 +88,7 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
     """`result`, wrapped in a `Broadcast` where building it lost leaves of its operands."""
     operands = list(operands)
     if isinstance(result, _SHAPED) and all(
-        leaves(operand) <= leaves(result.argument) for operand in operands
+        leaves(operand) <= _read_leaves(result) for operand in operands
     ):
         return result  # the reduction call itself consumes its argument's shape
     if piecewise.is_condition(result):
@@ -100,6 +100,13 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
     if not lost:
         return result
     return Broadcast(result, *sorted(lost, key=sympy.default_sort_key))
+
+
+def _read_leaves(node: sympy.Basic) -> set[sympy.Basic]:
+    """The leaves of the values a shaped node reads: a cat's pieces, else its argument."""
+    if isinstance(node, views.Cat):
+        return set().union(*(leaves(piece) for piece in node.pieces))
+    return leaves(node.args[0])
 
 
 def shape_sources(node: Broadcast) -> list[sympy.Basic]:

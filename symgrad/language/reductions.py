@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions, indexing
+from symgrad.language import functions, indexing, views
 
 
 class Reduction(sympy.Function):
@@ -323,6 +323,8 @@ def unsqueezes_by_rank(dims: tuple[int, ...]) -> bool:
 #   ("input", name)                      the shape of a tensor input
 #   ("broadcast", (shape, ...))          torch.broadcast_shapes of two or more shapes
 #   ("reduced", shape, dims, keepdim)    the shape of a reduction (dims None for all)
+#   ("view", shape, method, parameters)  shape.method(*parameters) (symgrad.language.views)
+#   ("cat", (shape, ...), dim)           torch.cat of tensors of these shapes along dim
 Shape = tuple[Any, ...]
 
 
@@ -377,12 +379,25 @@ class Shapes:
             result = self.of(node.index)  # torch.gather: the index's shape
         elif isinstance(node, indexing.ScatterAdd):
             result = self.of(node.shape.args[0])  # the gathered value's shape
+        elif isinstance(node, (*views.SHAPED, views.ReshapeTo, views.PieceZeros, views.CatPiece)):
+            result = self.view_of(node)
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:
             result = _broadcast([s for s in map(self.of, node.args) if s is not None])
         self.memo[node] = result
         return result
+
+    def view_of(self, node: sympy.Basic) -> Shape | None:
+        """The shape of a view, a cat or their adjoints (Note [Views])."""
+        if isinstance(node, views.View):
+            inner = self.of(node.argument)
+            return None if inner is None else ("view", inner, node.method, node.parameters)
+        if isinstance(node, views.Cat):
+            return ("cat", tuple(self.of(p) for p in node.pieces), node.dim)
+        if isinstance(node, views.CatPiece):
+            return self.of(node.sizes[node.piece].args[0])
+        return self.of(node.args[1].args[0])  # the ShapeOf fact it takes its shape from
 
 
 def _broadcast(shapes: list[Shape]) -> Shape | None:

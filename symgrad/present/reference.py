@@ -125,6 +125,19 @@ def _functions_section() -> list[str]:
         "in the index's shape; its gradient is `scatter_add` into zeros of `e`'s shape. "
         "The index is an input of `type: index` (positions `0 <= i < size`), by name."
     ]
+    lines += ["", "### Views, chunks and cats", ""]
+    lines += [
+        "- `reshape(e, [1, -1, 1, 1])`, also spelled `view`: `e` in another shape, one size "
+        "may be -1; its gradient is reshaped back to `e`'s shape.",
+        "- `unsqueeze(e, dim)`: a size-1 dimension inserted at `dim` "
+        "(`unsqueeze(a, 1) - unsqueeze(b, 0)` is `a[:, None] - b[None]`).",
+        "- `chunk(e, chunks, dim)[i]`: piece `i` of `torch.chunk`; `chunks` must divide the "
+        "size of `dim` in the test shapes. The gradient of `e` is one `cat` of the pieces' "
+        "gradients, zeros for a piece the formula does not read.",
+        "- `cat([a, b, ...], dim)`: `torch.cat`; each piece's gradient is its slice of the "
+        "gradient. A view or cat whose shapes cannot fit in the test shapes is refused "
+        "where it is written.",
+    ]
     return lines
 
 

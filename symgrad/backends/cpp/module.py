@@ -306,6 +306,8 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
         return "std::vector<int64_t>{}"
     if shape[0] == "input":
         return f"{shape[1]}.sizes().vec()"
+    if shape[0] in ("view", "cat"):
+        return _view_shape_code(shape, helpers)
     if shape[0] == "broadcast":
         codes = [_shape_code(s, helpers) for s in shape[1]]
         code = codes[0]
@@ -315,6 +317,44 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
     _, inner, dims, keepdim = shape
     keep = "true" if keepdim else "false"
     return f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {_dims(dims)}, {keep})"
+
+
+def _view_shape_code(shape: reductions.Shape, helpers: dict[str, str]) -> str:
+    """C++ for the shape of a view or a cat, by ATen's rule on the sizes alone (no tensor:
+    a meta tensor here would run under opcheck's schema check)."""
+    if shape[0] == "cat":
+        parts = ", ".join(_shape_code(s, helpers) for s in shape[1])
+        return f"{_CAT_SHAPE.format(dim=shape[2])}({{{parts}}})"
+    _, inner, method, parameters = shape
+    if method == "reshape":
+        body = _RESHAPE_SHAPE.format(sizes=", ".join(map(str, parameters)))
+    elif method == "unsqueeze":
+        body = _UNSQUEEZE_SHAPE.format(dim=parameters[0])
+    else:
+        body = _CHUNK_SHAPE.format(chunks=parameters[0], dim=parameters[1], piece=parameters[2])
+    return f"[](std::vector<int64_t> s) {{ {body} }}({_shape_code(inner, helpers)})"
+
+
+# The bodies of the lambdas that compute a view's shape from its argument's, `s`.
+_RESHAPE_SHAPE = (
+    "int64_t n = 1, known = 1; for (auto v : s) n *= v; std::vector<int64_t> r{{{sizes}}}; "
+    "for (auto v : r) if (v != -1) known *= v; for (auto& v : r) if (v == -1) v = n / known; "
+    "return r;"
+)
+_UNSQUEEZE_SHAPE = (
+    "int64_t d = {dim} < 0 ? {dim} + int64_t(s.size()) + 1 : {dim}; "
+    "s.insert(s.begin() + d, 1); return s;"
+)
+_CHUNK_SHAPE = (
+    "int64_t d = {dim} < 0 ? {dim} + int64_t(s.size()) : {dim}; "
+    "int64_t c = (s[d] + {chunks} - 1) / {chunks}; "
+    "s[d] = std::min(c, s[d] - {piece} * c); return s;"
+)
+_CAT_SHAPE = (
+    "[](std::vector<std::vector<int64_t>> p) {{ int64_t d = {dim} < 0 ? {dim} + "
+    "int64_t(p[0].size()) : {dim}; std::vector<int64_t> r = p[0]; "
+    "for (size_t i = 1; i < p.size(); ++i) r[d] += p[i][d]; return r; }}"
+)
 
 
 def _declarations(derived: Derived, printer: AtenPrinter) -> list[str]:

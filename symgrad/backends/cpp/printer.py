@@ -172,6 +172,31 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"at::zeros({shape}, {grad}.options())"
 
+    # --- Views, chunks and cats (symgrad.backends.forms.views) ----------------------------
+
+    def _spell_reshape(self, operand: str, sizes: list[str]) -> str:
+        return f"{operand}.reshape({{{', '.join(sizes)}}})"
+
+    def _spell_reshape_to(self, operand: str, shape: str) -> str:
+        return f"{operand}.reshape({shape})"
+
+    def _spell_unsqueeze(self, operand: str, dim: int) -> str:
+        return f"{operand}.unsqueeze({dim})"
+
+    def _spell_chunk(self, operand: str, chunks: int, dim: int, piece: int) -> str:
+        return f"{operand}.chunk({chunks}, {dim})[{piece}]"
+
+    def _spell_cat(self, texts: list[str], dim: int) -> str:
+        return f"at::cat({{{', '.join(texts)}}}, {dim})"
+
+    def _spell_piece_zeros(self, like: str, shape: str) -> str:
+        return f"at::zeros({shape}, {like}.options())"
+
+    def _spell_split_piece(self, operand: str, sizes: list[str], dim: int, piece: int) -> str:
+        at = str(dim) if dim >= 0 else f"{{}}.size() - {-dim}"
+        lengths = ", ".join(f"{size}[{at.format(size)}]" for size in sizes)
+        return f"{operand}.split_with_sizes({{{lengths}}}, {dim})[{piece}]"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -20,8 +20,12 @@ def broadcast_groups(spec: Spec) -> tuple[tuple[str, ...], ...]:
     def visit(shape: reductions.Shape | None) -> None:
         if shape is None or shape[0] == "input":
             return
-        if shape[0] == "reduced":
+        if shape[0] in ("reduced", "view"):
             visit(shape[1])
+            return
+        if shape[0] == "cat":
+            for part in shape[1]:
+                visit(part)
             return
         names = tuple(sorted((p[1] for p in shape[1] if p[0] == "input"), key=order.index))
         if len(names) > 1:

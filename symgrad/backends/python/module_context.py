@@ -192,8 +192,10 @@ def _has_reduction(shape: reductions.Shape | None) -> bool:
     """Whether a shape tree of `reductions.shape_of` holds a reduction (see _shape_code)."""
     if shape is None or shape[0] == "input":
         return False
-    if shape[0] == "broadcast":
+    if shape[0] in ("broadcast", "cat"):
         return any(_has_reduction(s) for s in shape[1])
+    if shape[0] == "view":
+        return _has_reduction(shape[1])
     return True
 
 
@@ -338,8 +340,23 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
         return f"{shape[1]}.shape"
     if shape[0] == "broadcast":
         return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
+    if shape[0] in ("view", "cat"):
+        return _view_shape_code(shape, helpers)
     _, inner, dims, keepdim = shape
     dims_code = "None" if dims is None else repr(dims)
     return (
         f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {dims_code}, keepdim={keepdim})"
     )
+
+
+def _view_shape_code(shape: reductions.Shape, helpers: Mapping[str, str]) -> str:
+    """Python for the shape of a view or a cat: torch's own rule, on meta tensors."""
+    if shape[0] == "cat":
+        codes = [_shape_code(s, helpers) for s in shape[1]]
+        empties = ", ".join(f'torch.empty({code}, device="meta")' for code in codes)
+        return f"torch.cat([{empties}], {shape[2]}).shape"
+    _, inner, method, parameters = shape
+    call = f"{method}({', '.join(map(str, parameters))})"
+    if method == "chunk":
+        call = f"chunk({parameters[0]}, {parameters[1]})[{parameters[2]}]"
+    return f'torch.empty({_shape_code(inner, helpers)}, device="meta").{call}.shape'

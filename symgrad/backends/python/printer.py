@@ -169,6 +169,30 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         grad, shape = (self._print(arg) for arg in expr.args)
         return f"{grad}.new_zeros({shape})"
 
+    # --- Views, chunks and cats (symgrad.backends.forms.views) ----------------------------
+
+    def _spell_reshape(self, operand: str, sizes: list[str]) -> str:
+        return f"{operand}.reshape({', '.join(sizes)})"
+
+    def _spell_reshape_to(self, operand: str, shape: str) -> str:
+        return f"{operand}.reshape({shape})"
+
+    def _spell_unsqueeze(self, operand: str, dim: int) -> str:
+        return f"{operand}.unsqueeze({dim})"
+
+    def _spell_chunk(self, operand: str, chunks: int, dim: int, piece: int) -> str:
+        return f"{operand}.chunk({chunks}, {dim})[{piece}]"
+
+    def _spell_cat(self, texts: list[str], dim: int) -> str:
+        return f"torch.cat([{', '.join(texts)}], {dim})"
+
+    def _spell_piece_zeros(self, like: str, shape: str) -> str:
+        return f"{like}.new_zeros({shape})"
+
+    def _spell_split_piece(self, operand: str, sizes: list[str], dim: int, piece: int) -> str:
+        lengths = ", ".join(f"{size}[{dim}]" for size in sizes)
+        return f"{operand}.split([{lengths}], {dim})[{piece}]"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
