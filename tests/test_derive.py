@@ -451,8 +451,8 @@ def _is_elementwise(path: Path) -> bool:
     ones sympy's elementwise check can evaluate.
 
     The others are checked against torch's built-ins (tests/test_builtins.py), their
-    originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and autograd by their
-    generated tests.
+    originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and
+    autograd by their generated tests.
     """
     spec = symgrad.load_spec(path)
     exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
