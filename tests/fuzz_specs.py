@@ -3,8 +3,9 @@
 `random_case(seed)` draws a spec deterministically: 1-3 tensor inputs of broadcast-
 compatible shapes (size-1 dims, different ranks, 0-d), a number input, `where:` values
 reused several times, nested reductions (amax and amin too) with random dims and
-keepdim, softmax, kinks and conditions, patterns whose terms sympy cancels (`a + x - a`,
-`a * x / a`, `x - x`), and 1-3 outputs (some not differentiable). Each expression is a
+keepdim, softmax, views (unsqueeze, reshape, chunk, cat), kinks and conditions,
+patterns whose terms sympy cancels (`a + x - a`, `a * x / a`, `x - x`), and 1-3
+outputs (some not differentiable). Each expression is a
 small tree that prints itself in the spec language and evaluates itself with torch, so
 the oracle is written independently of symgrad. `check_case` generates the Function and
 compares the shapes and values of the outputs, a vjp with cotangents on every output (a
@@ -143,8 +144,10 @@ class _Drawer:
             return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
         if kind < 0.85:
             return self.reduction(self.expression(depth - 1))
-        if kind < 0.92:
+        if kind < 0.90:
             return self.softmax(self.expression(depth - 1))
+        if kind < 0.95:
+            return self.view(depth)
         return self.where(depth)
 
     def cancelling(self, depth: int) -> Node:
@@ -196,6 +199,41 @@ class _Drawer:
             child.shape,
         )
 
+    def view(self, depth: int) -> Node:
+        """unsqueeze, a reshape (flattened, or with -1), a chunk's piece, or a cat."""
+        child = self.expression(depth - 1)
+        if not child.tensor:
+            return child
+        rank, choice = len(child.shape), self.rng.random()
+        if choice < 0.3:
+            dim = self.rng.randint(-rank - 1, rank)
+            run = _view(lambda v: v.unsqueeze(dim), child)
+            return self._shaped(f"unsqueeze({child.text}, {dim})", run)
+        if choice < 0.55:
+            sizes = self.rng.choice([[-1], [1, -1], [-1, 1], [1, -1, 1]])
+            run = _view(lambda v: v.reshape(sizes), child)
+            return self._shaped(f"reshape({child.text}, {sizes})", run)
+        even = [d for d, n in enumerate(child.shape) if n % 2 == 0]
+        if choice < 0.8 and even:
+            dim, piece = self.rng.choice(even), self.rng.randrange(2)
+            run = _view(lambda v: v.chunk(2, dim)[piece], child)
+            return self._shaped(f"chunk({child.text}, 2, {dim})[{piece}]", run)
+        if not rank:
+            return child
+        other = self.expression(depth - 1)
+        if other.shape != child.shape or not other.tensor:
+            template, function = self.rng.choice(UNARY)
+            other = Node(template.format(child.text), _unary(function, child), child.shape)
+        dim = self.rng.randrange(rank) - (rank if self.rng.random() < 0.5 else 0)
+
+        def cat(env: Env) -> Any:
+            return torch.cat([child.run(env), other.run(env)], dim)
+
+        return self._shaped(f"cat([{child.text}, {other.text}], {dim})", cat)
+
+    def _shaped(self, text: str, run: Callable[[Env], Any]) -> Node:
+        return Node(text, run, tuple(run(_zeros_env(self.leaves)).shape))
+
     def where(self, depth: int) -> Node:
         cond = self.expression(depth - 1)
         a, b = self.expression(depth - 1), self.expression(depth - 1)
@@ -217,6 +255,10 @@ def _unary(function: Callable[[Any], Any], child: Node) -> Callable[[Env], Any]:
 
 def _binary(function: Callable[[Any, Any], Any], a: Node, b: Node) -> Callable[[Env], Any]:
     return lambda env: function(a.run(env), b.run(env))
+
+
+def _view(function: Callable[[Any], Any], child: Node) -> Callable[[Env], Any]:
+    return lambda env: function(child.run(env))
 
 
 def _reduce(name: str, child: Node, dims: list[int] | None, keepdim: bool) -> Callable[[Env], Any]:
