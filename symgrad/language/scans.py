@@ -62,6 +62,15 @@ class Flip(AlongDim):
 
     name = "flip"
 
+    @classmethod
+    def eval(cls, *args: Any) -> sympy.Expr | None:
+        """A flip of a flip along the same dim is the value itself."""
+        argument, dim = args
+        if isinstance(argument, Flip) and argument.args[1] == dim:
+            result: sympy.Expr = argument.argument
+            return result
+        return None
+
 
 class Sorted(AlongDim):
     """A node of torch.sort's order: `(argument, dim, descending)`, descending 0 or 1."""
