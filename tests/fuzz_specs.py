@@ -2,14 +2,14 @@
 
 `random_case(seed)` draws a spec deterministically: 1-3 tensor inputs of broadcast-
 compatible shapes (size-1 dims, different ranks, 0-d), a number input, `where:` values
-reused several times, nested reductions with random dims and keepdim, softmax, scans
-and sort along a dim, kinks and conditions, patterns whose terms sympy cancels (`a + x - a`, `a * x / a`, `x - x`),
-and 1-3 outputs (some not differentiable). Each expression is a small tree that prints
-itself in the spec language and evaluates itself with torch, so the oracle is written
-independently of symgrad. `check_case` generates the Function and compares the shapes
-and values of the outputs, a vjp with cotangents on every output (a None gradient where
-autograd gives a tensor fails), a jvp, gradcheck and gradgradcheck with the oracle; it
-returns None or the first failure.
+reused several times, nested reductions with random dims and keepdim, softmax, scans and
+sort along a dim, kinks and conditions, patterns whose terms sympy cancels (`a + x - a`,
+`a * x / a`, `x - x`), and 1-3 outputs (some not differentiable). Each expression is a
+small tree that prints itself in the spec language and evaluates itself with torch, so
+the oracle is written independently of symgrad. `check_case` generates the Function and
+compares the shapes and values of the outputs, a vjp with cotangents on every output (a
+None gradient where autograd gives a tensor fails), a jvp, gradcheck and gradgradcheck
+with the oracle; it returns None or the first failure.
 """
 
 from __future__ import annotations

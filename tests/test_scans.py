@@ -12,6 +12,7 @@ reverse and forward mode and to second order.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -186,3 +187,48 @@ def test_sort_of_a_number_is_refused() -> None:
     }
     with pytest.raises(Exception, match=r"cumsum\(\) needs an argument that depends on a tensor"):
         generate(spec_from_dict(data))
+
+
+# A scan inside a branch of `where` whose condition has the scanned value's shape: the
+# guard of the untaken branch must not replace the scan's inputs (the scan moves values
+# to positions where the condition differs), only its value.
+GUARDED = {
+    "x0": {"type": "tensor", "shape": [1, 2, 3]},
+    "x1": {"type": "tensor", "shape": []},
+    "x2": {"type": "tensor", "shape": [3]},
+}
+
+
+@pytest.mark.parametrize(
+    ("expression", "reference"),
+    [
+        (
+            "where(x0 > 0.24, flip(x2 / (1 + x1**2), 0), 0)",
+            lambda x0, x1, x2: torch.where(x0 > 0.24, torch.flip(x2 / (1 + x1**2), (0,)), 0.0),
+        ),
+        (
+            "where(x0 > 0.24, x1, sort(x0 / (1 + x1**2), 1, descending=True))",
+            lambda x0, x1, x2: torch.where(
+                x0 > 0.24, x1, torch.sort(x0 / (1 + x1**2), 1, descending=True).values
+            ),
+        ),
+    ],
+)
+def test_a_scan_in_a_guarded_branch_matches_autograd(expression: str, reference: Any) -> None:
+    module = load_module(
+        spec_from_dict({"name": "G", "inputs": GUARDED, "outputs": {"y": expression}})
+    )
+    generator = torch.Generator().manual_seed(1)
+    values = [
+        torch.randn(s["shape"], generator=generator, dtype=torch.float64) for s in GUARDED.values()
+    ]
+    ours = [v.clone().requires_grad_() for v in values]
+    theirs = [v.clone().requires_grad_() for v in values]
+    actual, expected = module.g(*ours), reference(*theirs)
+    torch.testing.assert_close(actual, expected)
+    cotangent = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
+    grads = torch.autograd.grad(actual, ours, cotangent, allow_unused=True)
+    wants = torch.autograd.grad(expected, theirs, cotangent, allow_unused=True)
+    for grad, want in zip(grads, wants, strict=True):
+        if want is not None:
+            torch.testing.assert_close(grad, want)
