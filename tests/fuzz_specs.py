@@ -3,9 +3,9 @@
 `random_case(seed)` draws a spec deterministically: 1-3 tensor inputs of broadcast-
 compatible shapes (size-1 dims, different ranks, 0-d), a number input, `where:` values
 reused several times, nested reductions (amax and amin too) with random dims and
-keepdim, softmax, views (unsqueeze, reshape, chunk, cat), kinks and conditions,
-patterns whose terms sympy cancels (`a + x - a`, `a * x / a`, `x - x`), and 1-3
-outputs (some not differentiable). Each expression is a
+keepdim, softmax, scans and sort along a dim, views (unsqueeze, reshape, chunk, cat),
+kinks and conditions, patterns whose terms sympy cancels (`a + x - a`, `a * x / a`,
+`x - x`), and 1-3 outputs (some not differentiable). Each expression is a
 small tree that prints itself in the spec language and evaluates itself with torch, so
 the oracle is written independently of symgrad. `check_case` generates the Function and
 compares the shapes and values of the outputs, a vjp with cotangents on every output (a
@@ -107,6 +107,30 @@ CANCELLING: list[tuple[str, Callable[[Any, Any], Any]]] = [
 ]
 
 
+def _positions(u: torch.Tensor, dim: int) -> torch.Tensor:
+    """0, 1, ... along dim, broadcast like u (the oracle of `position`)."""
+    shape = [1] * u.dim()
+    shape[dim] = -1
+    return torch.arange(u.shape[dim], dtype=u.dtype).view(shape).expand_as(u)
+
+
+# (spec template of the operand and dim, torch function of both): the scans and sort,
+# drawn where a softmax is, along a dim of a tensor with dims.
+ALONG_DIM: dict[str, tuple[str, Callable[[Any, int], Any]]] = {
+    "cumsum": ("cumsum({}, {})", torch.cumsum),
+    "flip": ("flip({}, {})", lambda u, d: torch.flip(u, (d,))),
+    "sort": ("sort({}, dim={})", lambda u, d: torch.sort(u, d).values),
+    "sort descending": (
+        "sort({}, {}, descending=True)",
+        lambda u, d: torch.sort(u, d, descending=True).values,
+    ),
+    "position": (
+        "(1 + position({0}, {1})) * ({0})",
+        lambda u, d: (1 + _positions(u, d)) * u,
+    ),
+}
+
+
 @dataclass
 class _Drawer:
     """Draws one random spec: its inputs, `where` values and outputs."""
@@ -188,10 +212,14 @@ class _Drawer:
     def softmax(self, child: Node) -> Node:
         if not child.shape or not child.tensor:
             return child
-        name = self.rng.choice(["softmax", "log_softmax"])
+        name = self.rng.choice(["softmax", "log_softmax", *ALONG_DIM])
         dim = self.rng.randrange(len(child.shape)) - (
             len(child.shape) if self.rng.random() < 0.5 else 0
         )
+        if name in ALONG_DIM:
+            template, along = ALONG_DIM[name]
+            run = lambda env: along(child.run(env), dim)  # noqa: E731
+            return Node(template.format(child.text, dim), run, child.shape)
         function = torch.softmax if name == "softmax" else torch.log_softmax
         return Node(
             f"{name}({child.text}, dim={dim})",

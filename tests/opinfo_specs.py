@@ -92,6 +92,8 @@ class OpMapping:
     future: tuple[str, ...] = ()
     # (rtol, atol) per dtype where torch's own tests loosen theirs.
     tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    # For an op that returns a tuple (sort's values and indices): the element compared.
+    output: int | None = None
 
     @property
     def key(self) -> str:
@@ -480,6 +482,62 @@ def view_builder(method: str) -> Builder:
     return build
 
 
+def _keywords(call: Call, names: Sequence[str]) -> dict[str, Any] | str:
+    """The sample's args and kwargs by the op's parameter names (a reason if others)."""
+    values: dict[str, Any] = dict(zip(names, call.args, strict=False))
+    if len(call.args) > len(names):
+        return f"{len(call.args)} positional args"
+    for key, value in call.kwargs.items():
+        if key not in names or key in values:
+            return f"unsupported kwarg {key}={value!r}"
+        values[key] = value
+    return values
+
+
+def along_builder(name: str) -> Builder:
+    """cumsum(x, dim[, dtype]), flip(x, dims) (one flip per dim; fliplr and flipud as
+    flip(x, 1) and flip(x, 0)), sort(x, dim=-1, descending=False)'s values and msort(x).
+
+    A sort with stable=True is out of reach: the language's sort is torch's default, whose
+    order among ties (and so the gradient there) may differ."""
+    names = {"cumsum": ("dim", "dtype"), "flip": ("dims",), "sort": ("dim", "descending")}
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        values = _keywords(call, (*names.get(name, ()), "stable"))
+        if isinstance(values, str):
+            return values
+        if values.pop("stable", False):
+            return "stable=True (the language's sort is torch's default)"
+        if values.get("dtype") not in (None, dtype):
+            return f"dtype={values['dtype']} (a cast)"
+        inputs = _declare({"x": call.input}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        expr = _along_expr(name, values)
+        if expr is None:
+            return f"operands {describe_call(call)}"
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
+def _along_expr(name: str, values: Mapping[str, Any]) -> str | None:
+    """The spec's expression over x for an along_builder op, or None when out of reach."""
+    if name == "cumsum":
+        return f"cumsum(x, {values['dim']})" if isinstance(values.get("dim"), int) else None
+    if name in ("fliplr", "flipud", "flip"):
+        dims = {"fliplr": [1], "flipud": [0]}.get(name, values.get("dims"))
+        dims = [dims] if isinstance(dims, int) else list(dims or [])
+        if not dims:
+            return None  # no flip: the input itself
+        expr = "x"
+        for dim in dims:
+            expr = f"flip({expr}, {dim})"
+        return expr
+    dim, descending = values.get("dim", 0 if name == "msort" else -1), values.get("descending")
+    return f"sort(x, dim={dim}, descending={bool(descending)})"
+
+
 def _int_arg(call: Call) -> int | None:
     if len(call.args) == 1 and isinstance(call.args[0], int) and not call.kwargs:
         return int(call.args[0])
@@ -696,6 +754,12 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),
+    OpMapping("cumsum", "", along_builder("cumsum")),
+    OpMapping("flip", "", along_builder("flip")),
+    OpMapping("fliplr", "", along_builder("fliplr")),
+    OpMapping("flipud", "", along_builder("flipud")),
+    OpMapping("sort", "", along_builder("sort"), output=0),
+    OpMapping("msort", "", along_builder("msort")),
     OpMapping("nn.functional.cosine_similarity", "", cosine_similarity_builder),
     OpMapping("clamp", "", clamp_builder),
     # Activations of torch.nn.functional.
@@ -908,6 +972,8 @@ def run_sample(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             expected = op(call.input, *call.args, **call.kwargs)
+        if mapping.output is not None:
+            expected = expected[mapping.output]
     except Exception as error:
         return f"skipped: torch raises {type(error).__name__}"
     if not isinstance(expected, torch.Tensor):

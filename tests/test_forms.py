@@ -15,9 +15,10 @@ import sympy
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import piecewise, views
+from symgrad.language import piecewise, scans, views
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
@@ -77,6 +78,38 @@ FORMS = {
     ),
     "a piece of a chunk": (views.chunk(x, 2, -1, 1), "x.chunk(2, -1)[1]", "x.chunk(2, -1)[1]"),
     "a cat": (views.cat([a, b], 0), "torch.cat([a, b], 0)", "at::cat({a, b}, 0)"),
+    "a cumulative sum along a dim": (
+        scans.along("cumsum", x, 1),
+        "torch.cumsum(x, 1)",
+        "at::cumsum(x, 1)",
+    ),
+    "a flip along one dim": (
+        scans.along("flip", x, -1),
+        "torch.flip(x, (-1,))",
+        "at::flip(x, {-1})",
+    ),
+    "sort values, descending": (
+        scans.along("sort", a + b, -1, descending=True),
+        "torch.sort(a + b, dim=-1, descending=True).values",
+        "std::get<0>(at::sort(a + b, -1, true))",
+    ),
+    "the indices of the same sort: argsort": (
+        scans.indices_of(scans.along("sort", x, 0)),
+        "torch.argsort(x, dim=0, descending=False)",
+        "at::argsort(x, 0, false)",
+    ),
+    "positions along the last dim: arange expanded like the value": (
+        scans.along("position", x, -1),
+        "torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)",
+        "at::arange(x.size(-1), x.options()).expand_as(x)",
+    ),
+    "positions along another dim: moved last for the expansion, and back": (
+        scans.along("position", a + b, 0),
+        "torch.arange((a + b).size(0), dtype=(a + b).dtype, device=(a + b).device)"
+        ".expand_as((a + b).movedim(0, -1)).movedim(-1, 0)",
+        "at::arange((a + b).size(0), (a + b).options())"
+        ".expand_as((a + b).movedim(0, -1)).movedim(-1, 0)",
+    ),
 }
 
 
@@ -87,11 +120,15 @@ def test_each_backend_spells_the_chosen_form(name: str) -> None:
     assert AtenPrinter(TENSORS).doprint(expr) == cpp
 
 
+# Every class of forms: their `_spell_*` methods are what a backend gives.
+FORM_CLASSES = (ArithmeticForms, ScanForms, ViewForms, ConstructForms)
+
+
 def _spellings() -> list[str]:
     """The methods the forms leave to each backend (they raise NotImplementedError)."""
     return [
         name
-        for form in (ArithmeticForms, ConstructForms, ViewForms)
+        for form in FORM_CLASSES
         for name, method in vars(form).items()
         if inspect.isfunction(method) and "raise NotImplementedError" in inspect.getsource(method)
     ]
@@ -104,11 +141,6 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
     missing = [
         name
         for name in spellings
-        if getattr(printer, name)
-        in (
-            vars(ArithmeticForms).get(name),
-            vars(ConstructForms).get(name),
-            vars(ViewForms).get(name),
-        )
+        if getattr(printer, name) in (vars(form).get(name) for form in FORM_CLASSES)
     ]
     assert not missing

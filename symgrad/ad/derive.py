@@ -53,6 +53,7 @@ from symgrad.language import (
     piecewise,
     pullbacks,
     reductions,
+    scans,
     views,
 )
 
@@ -338,6 +339,7 @@ _NOT_ELEMENTWISE = (
     views.Cat,
     views.ReshapeTo,
     views.CatPiece,
+    scans.AlongDim,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

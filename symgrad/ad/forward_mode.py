@@ -16,7 +16,16 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules, views
+from symgrad.language import (
+    extrema,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+    rules,
+    scans,
+    views,
+)
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -157,6 +166,8 @@ def _tangent(
         elif isinstance(node, views.Cat):
             tangents = [in_own_shape(visit(p), p) for p in node.pieces]
             result = views.cat_tangent(node, tangents, reductions.ShapeOf)
+        elif isinstance(node, scans.AlongDim):
+            result = scans.tangent(node, in_own_shape(visit(node.argument), node.argument))
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

@@ -25,6 +25,7 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 
 from symgrad.language.piecewise import Kink, Where, as_sympy
+from symgrad.language.scans import AlongDim
 
 # Values tried, in order, when looking for a point that satisfies a condition.
 _SAFE_CANDIDATES = (1, -1, 2, -2, sympy.Rational(1, 2), -sympy.Rational(1, 2), 0, 10, -10)
@@ -58,7 +59,15 @@ def guard_branches(expr: sympy.Expr, guarded: Iterable[sympy.Symbol]) -> sympy.E
 
 def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) -> sympy.Expr:
     """`branch` with its variables replaced, where `cond` is false, by a safe point."""
-    if isinstance(cond, BooleanTrue) or _finite_everywhere(branch):
+    if isinstance(cond, BooleanTrue):
+        return branch
+    stand_ins = _scan_stand_ins(branch)
+    if stand_ins:
+        inner = _guard(
+            branch.xreplace(stand_ins), cond.xreplace(stand_ins), tensors | {*stand_ins.values()}
+        )
+        return inner.xreplace({symbol: node for node, symbol in stand_ins.items()})
+    if _finite_everywhere(branch):
         return branch
     tensor_condition = bool(cond.free_symbols & tensors)
     # An integer number (polygamma's order) must stay a Python int: under a tensor
@@ -76,6 +85,25 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
     if not safe:
         return branch
     return branch.xreplace({v: Where(cond, v, value) for v, value in safe.items()})
+
+
+def _scan_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:
+    """A symbol for each outermost scan or sort in `branch`, guarded as a whole.
+
+    A scan moves values along its dim, so the condition's positions are not its
+    argument's: guarding the argument's variables would read the safe point where the
+    condition holds. The scan's value is aligned with the condition, so it is what gets
+    guarded (Note [Scans and sort] in symgrad.language.scans).
+    """
+    found: dict[sympy.Basic, sympy.Symbol] = {}
+    pending = [branch]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, AlongDim):
+            found.setdefault(node, sympy.Dummy(f"scan{len(found)}", real=True))
+        else:
+            pending.extend(node.args)
+    return found
 
 
 def _safe_point(

@@ -28,7 +28,16 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules, views
+from symgrad.language import (
+    extrema,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+    rules,
+    scans,
+    views,
+)
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -161,6 +170,10 @@ class ReverseSweep:
                 self.gather_terms(node, adjoint, add)
             elif isinstance(node, (views.View, views.Cat)):
                 self.view_terms(node, adjoint, add, order)
+            elif isinstance(node, scans.CONSTANT_NODES):
+                continue  # positions and sort indices have no derivative
+            elif isinstance(node, scans.AlongDim):
+                self.scan_terms(node, adjoint, add)
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:
@@ -221,6 +234,20 @@ class ReverseSweep:
         ):
             if piece in order:
                 add(piece, Term(sliced, piece, True))
+
+    def scan_terms(
+        self, node: scans.AlongDim, adjoint: Term, add: Callable[[sympy.Basic, Term], None]
+    ) -> None:
+        """A scan's, flip's or sort's adjoint (Note [Scans and sort]), from its own in its
+        exact shape; named when a sort's scatter reads it twice (dtype, then values)."""
+        exact = fit(adjoint, node, self.shapes, exact=True).expr
+        if isinstance(node, scans.Sort) and not exact.is_Atom:
+            temporary = self.namer.temporary()
+            self.statements.append(Assignment(temporary, exact))
+            exact = temporary
+        shape = reductions.ShapeOf(node.argument)
+        spread = scans.argument_adjoint(node, exact, shape)
+        add(node.argument, Term(spread, node.argument, True))
 
     def kink_terms(self, node: piecewise.Kink, adjoint: Term) -> list[tuple[sympy.Expr, Term]]:
         """The terms a kink passes to its arguments, routed through its `where` form.

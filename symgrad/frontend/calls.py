@@ -16,7 +16,7 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
 from symgrad.frontend import views as view_calls
-from symgrad.language import activations, functions, indexing, piecewise, reductions, views
+from symgrad.language import activations, functions, indexing, piecewise, reductions, scans, views
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -54,6 +54,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _gather_call(walker, node, spelling, depth)
     if spelling in views.VIEW_SPELLINGS:
         return view_calls.view_call(walker, node, spelling, depth)
+    if spelling in scans.SCANS or spelling in scans.POSITION_SPELLINGS:
+        return _scan_call(walker, node, spelling, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -171,6 +173,31 @@ def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> s
     return indexing.gather(argument, _small_integer(walker, given["dim"], spelling), index)
 
 
+def _scan_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """cumsum, flip or position(e, dim), or sort(e, dim=-1, descending=False) (Note [Scans
+    and sort]); dim is one integer, required but for sort's."""
+    parameters: tuple[str, ...] = ("dim", "descending") if name == "sort" else ("dim",)
+    if not 1 <= len(node.args) <= 1 + len(parameters):
+        usage = " and ".join(parameters)
+        message = f"{name}() takes an expression, then {usage}, got {len(node.args)} arguments"
+        raise walker.error(node.func, message)
+    given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
+            raise walker.error(keyword, f"{name}() has no argument {keyword.arg!r}{hint}")
+        if keyword.arg in given:
+            raise walker.error(keyword, f"{name}() got {keyword.arg!r} twice")
+        given[keyword.arg] = keyword.value
+    if "dim" not in given and name != "sort":
+        raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
+    dim = _small_integer(walker, given["dim"], name) if "dim" in given else -1
+    descending = (
+        _flag(walker, given["descending"], name, "descending") if "descending" in given else False
+    )
+    return scans.along(name, walker.value(node.args[0], depth), dim, descending)
+
+
 def _index_input(walker: Walker, node: ast.AST) -> indexing.IndexSymbol:
     """The name of an index input, the only index gather takes."""
     symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
@@ -208,9 +235,14 @@ def _small_integer(walker: Walker, node: ast.AST, name: str) -> int:
 
 
 def _keepdim(walker: Walker, node: ast.AST, name: str) -> bool:
+    return _flag(walker, node, name, "keepdim")
+
+
+def _flag(walker: Walker, node: ast.AST, name: str, parameter: str) -> bool:
+    """A literal True or False, for `parameter` of `name`."""
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return node.value
-    raise walker.error(node, f"{name}() keepdim must be True or False")
+    raise walker.error(node, f"{name}() {parameter} must be True or False")
 
 
 def _piecewise_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:

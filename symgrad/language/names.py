@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from symgrad.language import activations, functions, indexing, piecewise, reductions, views
+from symgrad.language import activations, functions, indexing, piecewise, reductions, scans, views
 
 
 def function_names() -> list[str]:
@@ -17,6 +17,8 @@ def function_names() -> list[str]:
         *reductions.NORMALIZATIONS,
         *indexing.GATHER_SPELLINGS,
         *views.VIEW_SPELLINGS,
+        *scans.SCANS,
+        *scans.POSITION_SPELLINGS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

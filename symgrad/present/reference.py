@@ -138,6 +138,16 @@ def _functions_section() -> list[str]:
         "gradient. A view or cat whose shapes cannot fit in the test shapes is refused "
         "where it is written.",
     ]
+    lines += ["", "### Scans and sort", ""]
+    lines += [
+        "- `cumsum(e, dim)`: `torch.cumsum`; its gradient is the reversed cumulative sum, "
+        "`flip(cumsum(flip(g, dim), dim), dim)`.",
+        "- `flip(e, dim)`: `torch.flip` along one dim; its own gradient.",
+        "- `sort(e, dim=-1, descending=False)`: the values of `torch.sort`; its gradient "
+        "is scattered back (`scatter_add`) to the positions `torch.argsort` gives.",
+        "- `position(e, dim)`: 0, 1, ... along `dim`, broadcast like `e`, in its dtype "
+        "(`torch.arange` along the dim); no gradient. `1 + position(e, dim)` counts 1..K.",
+    ]
     return lines
 
 

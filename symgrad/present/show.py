@@ -247,6 +247,8 @@ def _keywords(expr: Any) -> list[sympy.Basic] | None:
         keywords.append(f"dim={list(dims)}")
     if getattr(expr, "keepdim", False):
         keywords.append("keepdim=True")
+    if getattr(expr, "descending", False):  # a sort
+        keywords.append("descending=True")
     if getattr(expr, "index", None) is not None:  # a gather: its index after the dim
         keywords.append(f"index={expr.index}")
     return [expr.argument, *(sympy.Symbol(k) for k in keywords)]

@@ -38,7 +38,7 @@ from symgrad.backends.cpp.loop_forms import expanded, hoisted, through_exp
 from symgrad.backends.cpp.vectorized import VecPrinter
 from symgrad.backends.statements import backward_statements
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import functions, reductions
+from symgrad.language import functions, reductions, scans
 from symgrad.language.piecewise import is_condition
 
 
@@ -212,6 +212,7 @@ _NOT_ELEMENTWISE = (
     reductions.SumTo,
     reductions.Unsqueeze,
     reductions.ShapeFact,
+    scans.AlongDim,
 )
 
 

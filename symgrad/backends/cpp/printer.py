@@ -197,6 +197,29 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         lengths = ", ".join(f"{size}[{at.format(size)}]" for size in sizes)
         return f"{operand}.split_with_sizes({{{lengths}}}, {dim})[{piece}]"
 
+    # --- Scans and sort (symgrad.backends.forms.scans) ------------------------------------
+
+    def _spell_cumsum(self, argument: str, dim: int) -> str:
+        return f"at::cumsum({argument}, {dim})"
+
+    def _spell_flip(self, argument: str, dim: int) -> str:
+        return f"at::flip({argument}, {{{dim}}})"
+
+    def _spell_sort(self, argument: str, dim: int, descending: bool) -> str:
+        return f"std::get<0>(at::sort({argument}, {dim}, {str(descending).lower()}))"
+
+    def _spell_argsort(self, argument: str, dim: int, descending: bool) -> str:
+        return f"at::argsort({argument}, {dim}, {str(descending).lower()})"
+
+    def _spell_arange(self, like: str, dim: int) -> str:
+        return f"at::arange({like}.size({dim}), {like}.options())"
+
+    def _spell_expand_as(self, value: str, like: str) -> str:
+        return f"{value}.expand_as({like})"
+
+    def _spell_movedim(self, value: str, source: int, destination: int) -> str:
+        return f"{value}.movedim({source}, {destination})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -28,6 +28,7 @@ from symgrad.language import (
     piecewise,
     pullbacks,
     reductions,
+    scans,
     views,
 )
 
@@ -55,6 +56,7 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     views.ReshapeTo,
     views.PieceZeros,
     views.CatPiece,
+    scans.AlongDim,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -193,6 +193,29 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         lengths = ", ".join(f"{size}[{dim}]" for size in sizes)
         return f"{operand}.split([{lengths}], {dim})[{piece}]"
 
+    # --- Scans and sort (symgrad.backends.forms.scans) ------------------------------------
+
+    def _spell_cumsum(self, argument: str, dim: int) -> str:
+        return f"torch.cumsum({argument}, {dim})"
+
+    def _spell_flip(self, argument: str, dim: int) -> str:
+        return f"torch.flip({argument}, ({dim},))"
+
+    def _spell_sort(self, argument: str, dim: int, descending: bool) -> str:
+        return f"torch.sort({argument}, dim={dim}, descending={descending}).values"
+
+    def _spell_argsort(self, argument: str, dim: int, descending: bool) -> str:
+        return f"torch.argsort({argument}, dim={dim}, descending={descending})"
+
+    def _spell_arange(self, like: str, dim: int) -> str:
+        return f"torch.arange({like}.size({dim}), dtype={like}.dtype, device={like}.device)"
+
+    def _spell_expand_as(self, value: str, like: str) -> str:
+        return f"{value}.expand_as({like})"
+
+    def _spell_movedim(self, value: str, source: int, destination: int) -> str:
+        return f"{value}.movedim({source}, {destination})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

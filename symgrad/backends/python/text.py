@@ -156,6 +156,13 @@ class _ReadablePrinter(StrPrinter):
         like, source = self._print(expr.shape.args[0]), self._print(expr.source)
         return f"zeros_like({like}).scatter_add({expr.dim}, {self._print(expr.index)}, {source})"
 
+    def _print_AlongDim(self, expr: Any) -> str:
+        descending = ", descending=True" if getattr(expr, "descending", False) else ""
+        return f"{expr.name}({self._print(expr.argument)}, {expr.dim}{descending})"
+
+    _print_Cumsum = _print_Flip = _print_Sort = _print_SortIndices = _print_AlongDim
+    _print_Position = _print_AlongDim
+
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
         return f"{expr.name}({self._print(expr.argument)}{dims})"
