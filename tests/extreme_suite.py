@@ -119,6 +119,12 @@ def _load(subject: Subject) -> _Functions:
     )
 
 
+def _is_value(item: Any) -> bool:
+    """A floating tensor the suite moves to its points; an index input keeps the valid
+    indices the generated test drew."""
+    return isinstance(item, torch.Tensor) and item.is_floating_point()
+
+
 def _as_tuple(value: Any) -> tuple[torch.Tensor, ...]:
     return value if isinstance(value, tuple) else (value,)
 
@@ -142,7 +148,7 @@ def _with(
     result: list[Any] = []
     values = iter(tensors)
     for index, item in enumerate(base):
-        if isinstance(item, torch.Tensor):
+        if _is_value(item):
             value = next(values).to(dtype).detach()
             result.append(value.requires_grad_(grad(index, item)))
         else:
@@ -179,13 +185,13 @@ def _run(
 
 def subject_cases(subject: Subject, functions: _Functions, limit: int) -> list[Case]:
     """The calls a subject is checked with."""
-    tensors = [i for i in functions.spec.inputs if i.is_tensor]
+    tensors = [i for i in functions.spec.inputs if i.is_tensor and not i.is_index]
     points = [input_points(i, subject.extra_points) for i in tensors]
     names = [i.name for i in tensors]
     rng = random.Random(subject.name)
     if subject.elementwise:
         return elementwise_cases(points, names, limit * 100, rng)
-    shapes = [b.shape for b in functions.base if isinstance(b, torch.Tensor)]
+    shapes = [b.shape for b in functions.base if _is_value(b)]
     return shaped_cases(shapes, points, names, limit, rng)
 
 
@@ -208,7 +214,7 @@ def _jacobian_scale(
 def _scales(functions: _Functions, case: Case, ones: bool) -> list[torch.Tensor]:
     """The condition scale of each output, then of each gradient (float64)."""
     base = functions.base
-    where = [n for n, b in enumerate(base) if isinstance(b, torch.Tensor)]
+    where = [n for n, b in enumerate(base) if _is_value(b)]
     wrt = [where.index(n) for n in where if base[n].requires_grad]
 
     def outputs(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -319,7 +325,7 @@ def check_subject(subject: Subject, limit: int = 200) -> tuple[int, list[Failure
     functions = _load(subject)
     spec = functions.spec
     base = functions.base
-    wrt = [n for n, b in enumerate(base) if isinstance(b, torch.Tensor) and b.requires_grad]
+    wrt = [n for n, b in enumerate(base) if _is_value(b) and b.requires_grad]
     names = [o.name for o in spec.outputs] + [f"grad {spec.inputs[n].name}" for n in wrt]
     ones = subject.elementwise
     used = functions.differentiable_outputs

@@ -277,7 +277,7 @@ HOSTILE = {
     "{x for x in y}": "3:6: a comprehension is not allowed in an expression",
     "{x: 1 for x in y}": "3:6: a comprehension is not allowed in an expression",
     "(x for x in y)": "3:6: a comprehension is not allowed in an expression",
-    "x[0]": "3:6: indexing is not allowed in an expression",
+    "x[0]": "3:6: indexing is only for a piece of chunk(x, n, dim)[i]",
     "'a'": "3:6: 'a' is not a number",
     "b'a'": "3:6: b'a' is not a number",
     "x + 'a'": "3:10: 'a' is not a number",
