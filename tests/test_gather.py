@@ -189,3 +189,24 @@ def test_show_writes_the_index_of_a_gather() -> None:
 
     text = describe(load_spec(REPO_ROOT / "examples" / "reverse_sort.yaml"))
     assert "vectors = gather(out_vectors, dim=2, index=undo_vectors)" in text
+
+
+def test_a_gather_in_a_guarded_branch_reads_its_argument_unguarded() -> None:
+    """The condition at position i is x[i]'s, the gather's value there x[k[i]]'s: the
+    guard of the untaken branch treats the gather as a whole (Note [Untaken branches] in
+    symgrad.ad.guards), or x[1] < 0 loses the gradient of y[0] = sqrt(x[1] + 2)."""
+    spec = {
+        "name": "GuardedGather",
+        "inputs": {"x": {"type": "tensor", "shape": [3]}, "k": {"type": "index", "shape": [3]}},
+        "outputs": {"y": "where(x > 0, gather(sqrt(x + 2), 0, k), 0)"},
+    }
+    module = load_module(spec_from_dict(spec))
+    x = torch.tensor([0.8, -1.2, 0.5], dtype=torch.float64, requires_grad=True)
+    k = torch.tensor([1, 2, 0])
+    y = module.guarded_gather(x, k)
+    expected = torch.where(x > 0, torch.gather(torch.sqrt(x + 2), 0, k), 0)
+    torch.testing.assert_close(y, expected)
+    grad = torch.tensor([0.3, -0.7, 1.1], dtype=torch.float64)
+    torch.testing.assert_close(
+        torch.autograd.grad(y, x, grad), torch.autograd.grad(expected, x, grad)
+    )

@@ -229,3 +229,67 @@ def test_a_view_of_a_number_is_refused() -> None:
     }
     with pytest.raises(SpecError, match="unsqueeze\\(\\) needs a value that depends on a tensor"):
         spec_from_dict(data)
+
+
+# Views in a guarded `where` branch (Note [Untaken branches] in symgrad.ad.guards): the
+# guard must not broadcast a view's argument to the condition's shape, nor read the
+# condition at positions the view moved. name -> (input shapes, output, torch's formula).
+GUARDED_VIEWS: dict[str, tuple[list[list[int]], str, Any]] = {
+    "an unsqueezed 0-d value under a condition of shape [1]": (
+        [[]],
+        "where(reshape(x0, [1]) > 0, unsqueeze(log(1 + x0**2), 0), amin(x0))",
+        lambda x0: torch.where(
+            x0.reshape(1) > 0, torch.log(1 + x0**2).unsqueeze(0), torch.amin(x0)
+        ),
+    ),
+    "a reshape of rank 3 beside values of rank 1": (
+        [[1], [3]],
+        "where(x1 > 0, exp(x0), min(x1, reshape(log(1 + x0**2), [1, -1, 1])))",
+        lambda x0, x1: torch.where(
+            x1 > 0, torch.exp(x0), torch.minimum(x1, torch.log(1 + x0**2).reshape(1, -1, 1))
+        ),
+    ),
+    "a cat along a dim the condition broadcasts": (
+        [[1], [1, 2]],
+        "where(x1 > 0, exp(x0), cat([log(1 + x0**2), x0**3], 0))",
+        lambda x0, x1: torch.where(
+            x1 > 0, torch.exp(x0), torch.cat([torch.log(1 + x0**2), x0**3], 0)
+        ),
+    ),
+    "a cat of a softmax under a pole": (
+        [[1], [2]],
+        "where(x1 > 0, x1, sqrt(cat([softmax(x0, dim=-1), x0], 0)**2 + 0.5))",
+        lambda x0, x1: torch.where(
+            x1 > 0, x1, torch.sqrt(torch.cat([torch.softmax(x0, -1), x0], 0) ** 2 + 0.5)
+        ),
+    ),
+    # The condition at position 1 is x0[1]'s, the cat's value there is x0[0]'s.
+    "a cat of chunk pieces in other positions": (
+        [[3]],
+        "where(x0 > 0, cat([chunk(sqrt(x0 + 2), 3, 0)[2], chunk(x0, 3, 0)[0],"
+        " chunk(x0, 3, 0)[1]], 0), 0)",
+        lambda x0: torch.where(x0 > 0, torch.cat([torch.sqrt(x0 + 2)[2:], x0[:2]]), 0),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", GUARDED_VIEWS)
+def test_views_in_guarded_branches_match_autograd(name: str) -> None:
+    shapes, output, formula = GUARDED_VIEWS[name]
+    inputs = {f"x{n}": {"type": "tensor", "shape": shape} for n, shape in enumerate(shapes)}
+    module = load_module(spec_from_dict({"name": "F", "inputs": inputs, "outputs": {"y": output}}))
+    leaves = _leaves(*map(tuple, shapes), seed=3)
+    with torch.no_grad():  # both signs in every condition, without a value at 0
+        leaves[0].copy_(torch.tensor([0.8, -1.2, 0.5][: leaves[0].numel()]).reshape(shapes[0]))
+    ours, theirs = module.F.apply(*leaves), formula(*leaves)
+    torch.testing.assert_close(ours, theirs)
+    grad = torch.randn(theirs.shape, dtype=torch.float64)
+    # A condition's input gets no gradient from torch, and zeros or none from ours.
+    for leaf, mine, want in zip(
+        leaves,
+        torch.autograd.grad(ours, leaves, grad, allow_unused=True),
+        torch.autograd.grad(theirs, leaves, grad, allow_unused=True),
+        strict=True,
+    ):
+        zeros = torch.zeros_like(leaf)
+        torch.testing.assert_close(zeros if mine is None else mine, zeros if want is None else want)

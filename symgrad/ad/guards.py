@@ -24,8 +24,10 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 
+from symgrad.language.indexing import Gather
 from symgrad.language.piecewise import Kink, Where, as_sympy
 from symgrad.language.scans import AlongDim
+from symgrad.language.views import Cat, View
 
 # Values tried, in order, when looking for a point that satisfies a condition.
 _SAFE_CANDIDATES = (1, -1, 2, -2, sympy.Rational(1, 2), -sympy.Rational(1, 2), 0, 10, -10)
@@ -61,7 +63,7 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
     """`branch` with its variables replaced, where `cond` is false, by a safe point."""
     if isinstance(cond, BooleanTrue):
         return branch
-    stand_ins = _scan_stand_ins(branch)
+    stand_ins = _moving_stand_ins(branch)
     if stand_ins:
         inner = _guard(
             branch.xreplace(stand_ins), cond.xreplace(stand_ins), tensors | {*stand_ins.values()}
@@ -87,20 +89,28 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
     return branch.xreplace({v: Where(cond, v, value) for v, value in safe.items()})
 
 
-def _scan_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:
-    """A symbol for each outermost scan or sort in `branch`, guarded as a whole.
+# Nodes whose value's positions are not their arguments': a scan or sort moves values
+# along its dim, a view or cat reads them in another shape, a gather picks them.
+_MOVING = (AlongDim, View, Cat, Gather)
 
-    A scan moves values along its dim, so the condition's positions are not its
-    argument's: guarding the argument's variables would read the safe point where the
-    condition holds. The scan's value is aligned with the condition, so it is what gets
-    guarded (Note [Scans and sort] in symgrad.language.scans).
+
+def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:
+    """A symbol for each outermost scan, sort, view, cat or gather in `branch`, guarded
+    as a whole.
+
+    Such a node moves values to other positions, or to another shape, so the condition's
+    positions are not its argument's: guarding the argument's variables would read the
+    safe point where the condition holds, and broadcast them to the condition's shape
+    (unsqueeze(w, 0) under a condition of shape [1] read a w of shape [1], not 0-d). The
+    node's value is aligned with the condition, so it is what gets guarded (Note [Scans
+    and sort] in symgrad.language.scans, Note [Views] in symgrad.language.views).
     """
     found: dict[sympy.Basic, sympy.Symbol] = {}
     pending = [branch]
     while pending:
         node = pending.pop()
-        if isinstance(node, AlongDim):
-            found.setdefault(node, sympy.Dummy(f"scan{len(found)}", real=True))
+        if isinstance(node, _MOVING):
+            found.setdefault(node, sympy.Dummy(f"moved{len(found)}", real=True))
         else:
             pending.extend(node.args)
     return found
