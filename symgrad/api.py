@@ -8,9 +8,9 @@ import os
 import shlex
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from symgrad.ad.derive import derive
 from symgrad.backends import python, registry
@@ -35,6 +35,8 @@ __all__ = [
     "stale_files",
     "write_files",
 ]
+
+T = TypeVar("T")
 
 # What `load` and `load_module` accept: a spec, a YAML path, or the YAML's structure.
 SpecLike: TypeAlias = "Spec | str | os.PathLike[str] | Mapping[str, Any]"
@@ -119,10 +121,15 @@ def backend_of(spec: Spec, target: str | None = None) -> Backend:
 
 
 def _render(spec: Spec, backend: Backend, command: str | None) -> GeneratedFiles:
-    """derive and render `spec`; an exception other than a SpecError, or a backend whose
-    tools are missing (BackendUnavailableError, said as such), is an InternalError."""
+    """derive and render `spec` (see _generating)."""
+    return _generating(spec, lambda: backend.render(derive(spec), Provenance(__version__, command)))
+
+
+def _generating(spec: Spec, produce: Callable[[], T]) -> T:
+    """`produce()`; an exception other than a SpecError, or a backend whose tools are
+    missing (BackendUnavailableError, said as such), is an InternalError."""
     try:
-        return backend.render(derive(spec), Provenance(__version__, command))
+        return produce()
     except (SpecError, BackendUnavailableError):
         raise
     except Exception as error:
@@ -132,12 +139,9 @@ def _render(spec: Spec, backend: Backend, command: str | None) -> GeneratedFiles
 def _render_module(spec: Spec, formatted: bool) -> str:
     """The Python module alone (no test), with `_render`'s handling of errors."""
     provenance = Provenance(__version__, regenerate_command(spec, python.BACKEND))
-    try:
-        return python.render.render_module(derive(spec), provenance, formatted=formatted)
-    except SpecError:
-        raise
-    except Exception as error:
-        raise InternalError(Location(spec.source), error) from error
+    return _generating(
+        spec, lambda: python.render.render_module(derive(spec), provenance, formatted=formatted)
+    )
 
 
 def load(spec: SpecLike) -> type[torch.autograd.Function]:

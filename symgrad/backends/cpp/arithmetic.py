@@ -46,9 +46,7 @@ class ArithmeticPrinter(ArithmeticForms):
 
     def _print(self, expr: Any, **kwargs: Any) -> str:
         """Print `expr`, its integer literals as its parent computes (see _numbers)."""
-        if not self._is_printable(expr):
-            return super()._print(expr, **kwargs)  # raises
-        outer = self._numbers
+        outer = self._numbers  # the base's _print refuses what is not printable
         if isinstance(expr, sympy.Basic) and not isinstance(expr, _LITERALS):
             self._numbers = not self.is_tensor(expr)  # a literal takes its parent's kind
         try:

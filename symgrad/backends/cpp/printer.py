@@ -16,7 +16,7 @@ from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
 from symgrad.backends.forms.constructs import ConstructForms, install_dispatch
-from symgrad.language import activations, broadcasts, pullbacks, reductions
+from symgrad.language import activations, pullbacks, reductions
 
 
 class AtenPrinter(ArithmeticPrinter, ConstructForms):
@@ -165,14 +165,8 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         return f"at::gather({argument}, {dim}, {index})"
 
     def _spell_scatter_add(self, source: str, shape: str, dim: int, index: str) -> str:
-        zeros = f"at::zeros({shape}, {source}.options())"
+        zeros = self._spell_zeros(source, shape)
         return f"at::scatter_add({zeros}, {dim}, {index}, {source})"
-
-    def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
-        grad, shape = (self._print(arg) for arg in expr.args)
-        return f"at::zeros({shape}, {grad}.options())"
-
-    # --- Views, chunks and cats (symgrad.backends.forms.views) ----------------------------
 
     def _spell_reshape(self, operand: str, sizes: list[str]) -> str:
         return f"{operand}.reshape({{{', '.join(sizes)}}})"
@@ -189,7 +183,7 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_cat(self, texts: list[str], dim: int) -> str:
         return f"at::cat({{{', '.join(texts)}}}, {dim})"
 
-    def _spell_piece_zeros(self, like: str, shape: str) -> str:
+    def _spell_zeros(self, like: str, shape: str) -> str:
         return f"at::zeros({shape}, {like}.options())"
 
     def _spell_split_piece(self, operand: str, sizes: list[str], dim: int, piece: int) -> str:

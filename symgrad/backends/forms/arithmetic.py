@@ -302,6 +302,10 @@ class ArithmeticForms(StrPrinter):
         """The number `text` as a 0-d tensor of `like`'s dtype (None: the default dtype)."""
         raise NotImplementedError
 
+    def _spell_zeros(self, like: str, shape: str) -> str:
+        """Zeros of `shape` in the dtype and on the device of the tensor `like`."""
+        raise NotImplementedError
+
     def _spell_reciprocal(self, denominator: sympy.Basic) -> str:
         """1 / denominator, a tensor."""
         raise NotImplementedError

@@ -189,6 +189,11 @@ class ConstructForms(ScanForms, ViewForms, ArithmeticForms):
             return self._spell_full_like(like, value, self._value_dtype_source(shapes))
         return self._spell_broadcast_first([value, *sources]) + ".clone()"
 
+    def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
+        """A gradient of zeros (Note [Cancelled shapes]) in the incoming gradient's dtype."""
+        grad, shape = (self._print(arg) for arg in expr.args)
+        return self._spell_zeros(grad, shape)
+
     def _value_dtype_source(self, shapes: list[sympy.Basic]) -> str | None:
         """Where full_like's value takes its dtype when a shape source is a boolean
         condition (a bool otherwise): a value the conditions compare, "" for the

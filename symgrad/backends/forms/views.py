@@ -43,7 +43,7 @@ class ViewForms(ArithmeticForms):
     def _print_PieceZeros(self, expr: views.PieceZeros) -> str:
         """Zeros of a piece's shape, in the dtype and device of another piece."""
         like, shape = (self._print(a) for a in expr.args)
-        return self._spell_piece_zeros(like, shape)
+        return self._spell_zeros(like, shape)
 
     def _print_CatPiece(self, expr: views.CatPiece) -> str:
         """A cat's adjoint for one piece: the adjoint split by the pieces' sizes along dim."""
@@ -70,10 +70,6 @@ class ViewForms(ArithmeticForms):
 
     def _spell_cat(self, texts: list[str], dim: int) -> str:
         """The tensors concatenated along dim."""
-        raise NotImplementedError
-
-    def _spell_piece_zeros(self, like: str, shape: str) -> str:
-        """Zeros of `shape` with like's dtype and device."""
         raise NotImplementedError
 
     def _spell_split_piece(self, operand: str, sizes: list[str], dim: int, piece: int) -> str:

@@ -16,7 +16,7 @@ import sympy
 from symgrad.backends.forms.constructs import ConstructForms, install_dispatch
 from symgrad.backends.python.arithmetic import ArithmeticPrinter
 from symgrad.backends.python.kernels import FORWARD_FORMS, HELPER_ROLES, KERNELS, helper_role
-from symgrad.language import activations, broadcasts, pullbacks, reductions
+from symgrad.language import activations, pullbacks, reductions
 
 
 class TorchPrinter(ArithmeticPrinter, ConstructForms):
@@ -163,13 +163,7 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         return f"torch.gather({argument}, {dim}, {index})"
 
     def _spell_scatter_add(self, source: str, shape: str, dim: int, index: str) -> str:
-        return f"{source}.new_zeros({shape}).scatter_add({dim}, {index}, {source})"
-
-    def _print_ZerosLike(self, expr: broadcasts.ZerosLike) -> str:
-        grad, shape = (self._print(arg) for arg in expr.args)
-        return f"{grad}.new_zeros({shape})"
-
-    # --- Views, chunks and cats (symgrad.backends.forms.views) ----------------------------
+        return f"{self._spell_zeros(source, shape)}.scatter_add({dim}, {index}, {source})"
 
     def _spell_reshape(self, operand: str, sizes: list[str]) -> str:
         return f"{operand}.reshape({', '.join(sizes)})"
@@ -186,7 +180,7 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_cat(self, texts: list[str], dim: int) -> str:
         return f"torch.cat([{', '.join(texts)}], {dim})"
 
-    def _spell_piece_zeros(self, like: str, shape: str) -> str:
+    def _spell_zeros(self, like: str, shape: str) -> str:
         return f"{like}.new_zeros({shape})"
 
     def _spell_split_piece(self, operand: str, sizes: list[str], dim: int, piece: int) -> str:
