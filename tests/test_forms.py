@@ -15,8 +15,9 @@ import sympy
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import piecewise
+from symgrad.language import contractions, piecewise
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
@@ -69,6 +70,16 @@ FORMS = {
         "at::where(at::scalar_tensor((k > 0.0), at::TensorOptions().dtype(at::kBool)"
         ".device(x.device())), x, 2)",
     ),
+    "the product of two matrices: matmul": (
+        contractions.einsum(contractions.MATMUL, [a, b]),
+        "torch.matmul(a, b)",
+        "at::matmul(a, b)",
+    ),
+    "any other contraction: one einsum, no broadcast product": (
+        contractions.einsum("nd,kd->nk", [a, b]) * 2,
+        '2*torch.einsum("nd,kd->nk", a, b)',
+        '2*at::einsum("nd,kd->nk", {a, b})',
+    ),
 }
 
 
@@ -83,7 +94,7 @@ def _spellings() -> list[str]:
     """The methods the forms leave to each backend (they raise NotImplementedError)."""
     return [
         name
-        for form in (ArithmeticForms, ConstructForms)
+        for form in (ArithmeticForms, ConstructForms, ContractionForms)
         for name, method in vars(form).items()
         if inspect.isfunction(method) and "raise NotImplementedError" in inspect.getsource(method)
     ]
@@ -97,6 +108,10 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
         name
         for name in spellings
         if getattr(printer, name)
-        in (vars(ArithmeticForms).get(name), vars(ConstructForms).get(name))
+        in (
+            vars(ArithmeticForms).get(name),
+            vars(ConstructForms).get(name),
+            vars(ContractionForms).get(name),
+        )
     ]
     assert not missing

@@ -28,7 +28,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import indexing, piecewise, pullbacks, reductions, rules
+from symgrad.language import contractions, indexing, piecewise, pullbacks, reductions, rules
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -151,6 +151,12 @@ class ReverseSweep:
                 add(node.argument, Term(spread, node.argument, True))
             elif isinstance(node, indexing.Gather):
                 self.gather_terms(node, adjoint, add)
+            elif isinstance(node, contractions.Einsum):
+                exact = fit(adjoint, node, self.shapes, exact=True).expr
+                for k, operand in enumerate(node.operands):
+                    if operand in order:  # Note [Contractions]: a contraction again
+                        spread = contractions.einsum_adjoint(node, exact, k)
+                        add(operand, Term(spread, operand, True))
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:

@@ -15,7 +15,15 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
-from symgrad.language import activations, functions, indexing, piecewise, reductions
+from symgrad.frontend.contractions import contraction_call
+from symgrad.language import (
+    activations,
+    contractions,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+)
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -51,6 +59,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _normalization_call(walker, node, spelling, depth)
     if spelling in indexing.GATHER_SPELLINGS:
         return _gather_call(walker, node, spelling, depth)
+    if spelling in contractions.CONTRACTION_SPELLINGS:
+        return contraction_call(walker, node, spelling, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:

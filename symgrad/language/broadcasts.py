@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import indexing, piecewise, reductions
+from symgrad.language import contractions, indexing, piecewise, reductions
 
 
 class Broadcast(sympy.Function):
@@ -66,8 +66,8 @@ class ZerosLike(sympy.Function):
 
 
 # Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
-# reduced, a gather's is its index's.
-_SHAPED = (reductions.Reduction, indexing.Gather)
+# reduced, a gather's is its index's, a contraction's its output letters'.
+_SHAPED = (reductions.Reduction, indexing.Gather, contractions.Einsum)
 
 
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
@@ -84,11 +84,18 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
     return found
 
 
+def _shaped_from(node: sympy.Basic) -> tuple[sympy.Basic, ...]:
+    """The operands whose shapes a shaped node consumes."""
+    if isinstance(node, contractions.Einsum):
+        return node.operands
+    return (node.argument,)
+
+
 def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Basic:
     """`result`, wrapped in a `Broadcast` where building it lost leaves of its operands."""
     operands = list(operands)
     if isinstance(result, _SHAPED) and all(
-        leaves(operand) <= leaves(result.argument) for operand in operands
+        leaves(operand) <= leaves(sympy.Tuple(*_shaped_from(result))) for operand in operands
     ):
         return result  # the reduction call itself consumes its argument's shape
     if piecewise.is_condition(result):

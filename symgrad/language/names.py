@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import difflib
 
-from symgrad.language import activations, functions, indexing, piecewise, reductions
+from symgrad.language import (
+    activations,
+    contractions,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+)
 
 
 def function_names() -> list[str]:
@@ -16,6 +23,7 @@ def function_names() -> list[str]:
         *reductions.REDUCTIONS,
         *reductions.NORMALIZATIONS,
         *indexing.GATHER_SPELLINGS,
+        *contractions.CONTRACTION_SPELLINGS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

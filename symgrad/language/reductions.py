@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions, indexing
+from symgrad.language import contractions, functions, indexing
 
 
 class Reduction(sympy.Function):
@@ -301,6 +301,7 @@ def unsqueezes_by_rank(dims: tuple[int, ...]) -> bool:
 #   ("input", name)                      the shape of a tensor input
 #   ("broadcast", (shape, ...))          torch.broadcast_shapes of two or more shapes
 #   ("reduced", shape, dims, keepdim)    the shape of a reduction (dims None for all)
+#   ("einsum", subscripts, (shape, ...)) the shape of a contraction of those operands
 Shape = tuple[Any, ...]
 
 
@@ -355,6 +356,9 @@ class Shapes:
             result = self.of(node.index)  # torch.gather: the index's shape
         elif isinstance(node, indexing.ScatterAdd):
             result = self.of(node.shape.args[0])  # the gathered value's shape
+        elif isinstance(node, contractions.Einsum):
+            shapes = tuple(self.of(operand) for operand in node.operands)
+            result = None if None in shapes else ("einsum", node.subscripts, shapes)
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:

@@ -12,7 +12,7 @@ from sympy.printing.str import StrPrinter
 from symgrad.ad.ir import Derived
 from symgrad.backends.base import Provenance
 from symgrad.frontend.model import Spec
-from symgrad.language import piecewise, reductions
+from symgrad.language import contractions, piecewise, reductions
 
 
 def escape_docstring(text: str) -> str:
@@ -154,6 +154,12 @@ class _ReadablePrinter(StrPrinter):
     def _print_ScatterAdd(self, expr: Any) -> str:
         like, source = self._print(expr.shape.args[0]), self._print(expr.source)
         return f"zeros_like({like}).scatter_add({expr.dim}, {self._print(expr.index)}, {source})"
+
+    def _print_Einsum(self, expr: Any) -> str:
+        operands = ", ".join(self._print(operand) for operand in expr.operands)
+        if expr.subscripts == contractions.MATMUL:
+            return f"matmul({operands})"
+        return f"einsum({expr.subscripts!r}, {operands})"
 
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
