@@ -85,9 +85,11 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
 
 
 def _shaped_from(node: sympy.Basic) -> tuple[sympy.Basic, ...]:
-    """The operands whose shapes a shaped node consumes."""
+    """The operands whose shapes a shaped node consumes (a contraction's operands, and
+    what a letter summed out of one of them was summed from)."""
     if isinstance(node, contractions.Einsum):
-        return node.operands
+        inner = (o.argument for o in node.operands if isinstance(o, reductions.ReduceSum))
+        return (*node.operands, *inner)
     return (node.argument,)
 
 
