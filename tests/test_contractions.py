@@ -19,6 +19,7 @@ import torch
 from symgrad.api import generate, load_module, load_spec, spec_from_dict
 from symgrad.errors import SpecError
 from symgrad.language import contractions
+from symgrad.present.show import describe
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,3 +193,8 @@ def test_matmul_is_the_product_of_two_matrices() -> None:
         _spec("matmul(a, b)", a=[2, 3, 4], b=[4, 2])
     with pytest.raises(SpecError, match="matmul\\(\\) takes 2 arguments, got 3"):
         _spec("matmul(a, b, b)", a=[3, 4], b=[4, 4])
+
+
+def test_show_writes_the_subscripts_as_typed() -> None:
+    latex = describe(load_spec(REPO_ROOT / "examples" / "vq_distances.yaml"), latex=True)
+    assert "\\operatorname{einsum}{\\left(\\texttt{nd,kd->nk}, x, " in latex
