@@ -94,6 +94,8 @@ _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "unsqueeze": ("unsqueeze(x, 1) - unsqueeze(x, 0)", lambda x: x[:, None] - x[None]),
     "chunk": ("chunk(x, 2, -1)[0] * chunk(x, 2, -1)[1]", lambda x: x[:, :2] * x[:, 2:]),
     "cat": ("cat([x, x**2], 0)", lambda x: torch.cat([x, x**2], 0)),
+    "einsum": ('einsum("ij,kj->ik", x, x)', lambda x: torch.einsum("ij,kj->ik", x, x)),
+    "matmul": ("matmul(x, reshape(x, [4, -1]))", lambda x: x @ x.reshape(4, -1)),
 }
 # Gathers along the last dim of rows of 4 by an index input `i` of shape [6, 2].
 _GATHERS: dict[str, tuple[str, Callable[..., Any]]] = {

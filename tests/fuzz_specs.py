@@ -166,8 +166,10 @@ class _Drawer:
                 return a  # a reduction changed the rank: the pair does not broadcast
             text, run = template.format(a.text, b.text), _binary(binary, a, b)
             return Node(text, run, _broadcast(a.shape, b.shape), a.tensor or b.tensor)
-        if kind < 0.85:
+        if kind < 0.8:
             return self.reduction(self.expression(depth - 1))
+        if kind < 0.83:
+            return self.contraction(depth)
         if kind < 0.90:
             return self.softmax(self.expression(depth - 1))
         if kind < 0.95:
@@ -208,6 +210,38 @@ class _Drawer:
         run = _reduce(name, child, dims, keepdim)
         shape = tuple(run(_zeros_env(self.leaves)).shape)
         return Node(f"{name}({text})", run, shape)
+
+    def contraction(self, depth: int) -> Node:
+        """einsum of one or two operands: letters shared where sizes agree (the language
+        does not broadcast a letter), a random output of the letters, matmul's by name."""
+        operands = [self.expression(depth - 1) for _ in range(self.rng.randint(1, 2))]
+        if not all(o.tensor for o in operands):
+            return operands[0]
+        letters = iter("ijklmnop")
+        sizes: dict[str, int] = {}
+        parts = []
+        for operand in operands:
+            part = ""
+            for size in operand.shape:
+                shared = [k for k, n in sizes.items() if n == size and k not in part]
+                if shared and self.rng.random() < 0.6:
+                    part += self.rng.choice(shared)
+                else:
+                    part += next(letters)
+                    sizes[part[-1]] = size
+            parts.append(part)
+        pool = sorted(sizes)
+        output = "".join(self.rng.sample(pool, self.rng.randint(0, len(pool))))
+        subscripts = ",".join(parts) + "->" + output
+        texts = ", ".join(o.text for o in operands)
+        text = (
+            f"matmul({texts})" if subscripts == "ij,jk->ik" else f'einsum("{subscripts}", {texts})'
+        )
+
+        def run(env: Env) -> Any:
+            return torch.einsum(subscripts, *(o.run(env) for o in operands))
+
+        return Node(text, run, tuple(sizes[k] for k in output))
 
     def softmax(self, child: Node) -> Node:
         if not child.shape or not child.tensor:

@@ -29,6 +29,7 @@ import torch
 
 from symgrad.api import load_module
 from symgrad.errors import SpecError
+from symgrad.language import contractions
 from symgrad.language.names import function_names
 
 DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
@@ -482,6 +483,84 @@ def view_builder(method: str) -> Builder:
     return build
 
 
+# The letters of matmul's batch dims, apart from its matrix letters i, j, k.
+_BATCH_LETTERS = "pqrstuvw"
+
+
+def _matmul_subscripts(x: torch.Tensor, y: torch.Tensor) -> str | None:
+    """torch.matmul's product as einsum subscripts; None where it broadcasts batch dims."""
+    if x.ndim == 1 and y.ndim == 1:
+        return "j,j->"
+    left = "j" if x.ndim == 1 else _BATCH_LETTERS[: x.ndim - 2] + "ij"
+    right = "j" if y.ndim == 1 else _BATCH_LETTERS[: y.ndim - 2] + "jk"
+    batch_x, batch_y = x.shape[:-2] if x.ndim > 2 else (), y.shape[:-2] if y.ndim > 2 else ()
+    if batch_x and batch_y and batch_x != batch_y:
+        return None
+    batch = _BATCH_LETTERS[: max(len(batch_x), len(batch_y))]
+    output = batch + ("i" if x.ndim > 1 else "") + ("k" if y.ndim > 1 else "")
+    return f"{left},{right}->{output}"
+
+
+def _fits(subscripts: str, operands: Sequence[torch.Tensor]) -> bool:
+    """Whether each letter has one size (einsum broadcasts size-1 dims; the language not)."""
+    sizes: dict[str, int] = {}
+    parts = subscripts.split("->")[0].split(",")
+    for part, operand in zip(parts, operands, strict=True):
+        for letter, size in zip(part, operand.shape, strict=True):
+            if sizes.setdefault(letter, size) != size:
+                return False
+    return True
+
+
+def contraction_builder(kind: str) -> Builder:
+    """matmul, mm (products of two tensors) or einsum (equation, list of operands)."""
+
+    def operands(call: Call) -> tuple[str, list[torch.Tensor]] | str:
+        if kind == "einsum":
+            if len(call.args) != 1 or call.kwargs or not isinstance(call.args[0], str):
+                return f"operands {describe_call(call)}"
+            tensors = list(call.input)
+            try:
+                contractions.parse_subscripts(call.args[0], len(tensors))
+            except contractions.SubscriptError as error:
+                return f"subscripts {call.args[0]!r}: {error}"
+            return call.args[0], tensors
+        if len(call.args) != 1 or call.kwargs:
+            return f"operands {describe_call(call)}"
+        x, y = call.input, call.args[0]
+        subscripts = _matmul_subscripts(x, y) if kind == "matmul" else contractions.MATMUL
+        return subscripts or "batch dims matmul broadcasts", [x, y]
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        found = operands(call)
+        if isinstance(found, str):
+            return found
+        subscripts, tensors = found
+        if "->" not in subscripts:
+            return subscripts
+        if any(t.numel() == 0 for t in tensors):
+            return "an empty operand"
+        if not _fits(subscripts, tensors):
+            return "size-1 dims einsum broadcasts"
+        names = [f"x{n}" for n in range(len(tensors))]
+        inputs = _declare(dict(zip(names, tensors, strict=True)), dtype)
+        if isinstance(inputs, str):
+            return inputs
+        if subscripts == contractions.MATMUL:
+            expr = f"matmul({', '.join(names)})"
+        else:
+            expr = f'einsum("{subscripts}", {", ".join(names)})'
+
+        def bind(call: Call) -> dict[str, Any]:
+            bound = operands(call)
+            assert not isinstance(bound, str)
+            return dict(zip(names, bound[1], strict=True))
+
+        return Case(_spec(inputs, expr), bind)
+
+    return build
+
+
 def _keywords(call: Call, names: Sequence[str]) -> dict[str, Any] | str:
     """The sample's args and kwargs by the op's parameter names (a reason if others)."""
     values: dict[str, Any] = dict(zip(names, call.args, strict=False))
@@ -812,6 +891,10 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("softmax", "with_dtype", reduction("softmax", softmax=True)),
     OpMapping("log_softmax", "", reduction("log_softmax", softmax=True)),
     OpMapping("log_softmax", "with_dtype", reduction("log_softmax", softmax=True)),
+    # Contractions.
+    OpMapping("matmul", "", contraction_builder("matmul")),
+    OpMapping("mm", "", contraction_builder("mm")),
+    OpMapping("einsum", "", contraction_builder("einsum")),
     OpMapping("nn.functional.softmin", "", reduction("softmax", softmax=True, negate=True)),
     OpMapping(
         "nn.functional.softmin", "with_dtype", reduction("softmax", softmax=True, negate=True)
@@ -936,7 +1019,10 @@ def _first_mismatch(
 
 def _leaves(call: Call) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
-    for value in [call.input, *call.args, *call.kwargs.values()]:
+    values = [call.input, *call.args, *call.kwargs.values()]
+    if isinstance(call.input, (list, tuple)):  # einsum's operands
+        values[:1] = call.input
+    for value in values:
         tensor = isinstance(value, torch.Tensor) and value.requires_grad
         if tensor and not any(value is seen for seen in found):
             found.append(value)
@@ -1020,8 +1106,9 @@ def _substitute(call: Call, leaves: Sequence[torch.Tensor], new: Sequence[torch.
                 return replacement
         return value
 
+    operand = call.input
     return Call(
-        swap(call.input),
+        [swap(v) for v in operand] if isinstance(operand, (list, tuple)) else swap(operand),
         tuple(swap(a) for a in call.args),
         {k: swap(v) for k, v in call.kwargs.items()},
     )

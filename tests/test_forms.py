@@ -15,10 +15,11 @@ import sympy
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import piecewise, scans, views
+from symgrad.language import contractions, piecewise, scans, views
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
@@ -110,6 +111,16 @@ FORMS = {
         "at::arange((a + b).size(0), (a + b).options())"
         ".expand_as((a + b).movedim(0, -1)).movedim(-1, 0)",
     ),
+    "the product of two matrices: matmul": (
+        contractions.einsum(contractions.MATMUL, [a, b]),
+        "torch.matmul(a, b)",
+        "at::matmul(a, b)",
+    ),
+    "any other contraction: one einsum, no broadcast product": (
+        contractions.einsum("nd,kd->nk", [a, b]) * 2,
+        '2*torch.einsum("nd,kd->nk", a, b)',
+        '2*at::einsum("nd,kd->nk", {a, b})',
+    ),
 }
 
 
@@ -121,7 +132,7 @@ def test_each_backend_spells_the_chosen_form(name: str) -> None:
 
 
 # Every class of forms: their `_spell_*` methods are what a backend gives.
-FORM_CLASSES = (ArithmeticForms, ScanForms, ViewForms, ConstructForms)
+FORM_CLASSES = (ArithmeticForms, ScanForms, ViewForms, ContractionForms, ConstructForms)
 
 
 def _spellings() -> list[str]:

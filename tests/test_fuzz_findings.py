@@ -47,6 +47,14 @@ CASES: dict[str, tuple[dict[str, str], Callable[..., Any]]] = {
             (k - k + 0 * k) * ((x0 - x0 + 0 * x1) - (x0 - x0 + 0 * x1) + 1), torch.tanh(x0)
         ),
     ),
+    # A branch's guard set a contraction's operand by a where() of the condition's shape,
+    # which changed the operand's rank (fuzz seed 290642).
+    "a contraction in a guarded branch": (
+        {"y": 'where(x1 > 0, 0 * x0, atan2(einsum("i,i->", x0, x0), 1 + x1**2))'},
+        lambda x0, x1, k: torch.where(
+            x1 > 0, 0 * x0, torch.atan2(torch.einsum("i,i->", x0, x0), 1 + x1**2)
+        ),
+    ),
 }
 
 

@@ -48,6 +48,7 @@ from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import INCOMING_GRAD, Input, Output, Spec
 from symgrad.language import (
     broadcasts,
+    contractions,
     functions,
     indexing,
     piecewise,
@@ -340,6 +341,7 @@ _NOT_ELEMENTWISE = (
     views.ReshapeTo,
     views.CatPiece,
     scans.AlongDim,
+    contractions.Einsum,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

@@ -17,6 +17,7 @@ import sympy
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
 from symgrad.language import (
+    contractions,
     extrema,
     functions,
     indexing,
@@ -168,6 +169,9 @@ def _tangent(
             result = views.cat_tangent(node, tangents, reductions.ShapeOf)
         elif isinstance(node, scans.AlongDim):
             result = scans.tangent(node, in_own_shape(visit(node.argument), node.argument))
+        elif isinstance(node, contractions.Einsum):
+            tangents = [in_own_shape(visit(arg), arg) for arg in node.operands]
+            result = contractions.einsum_tangent(node, tangents)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

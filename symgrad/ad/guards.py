@@ -24,6 +24,7 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 
+from symgrad.language.contractions import Einsum
 from symgrad.language.indexing import Gather
 from symgrad.language.piecewise import Kink, Where, as_sympy
 from symgrad.language.scans import AlongDim
@@ -74,10 +75,13 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
     tensor_condition = bool(cond.free_symbols & tensors)
     # An integer number (polygamma's order) must stay a Python int: under a tensor
     # condition a where() would make it a tensor.
+    # A contraction's operand keeps its own shape: a where() would broadcast it to the
+    # condition's and change its rank (Note [Contractions] in symgrad.language.contractions).
+    contracted = set().union(*(e.free_symbols for e in branch.atoms(Einsum)))
     variables = sorted(
         (
             v
-            for v in branch.free_symbols
+            for v in branch.free_symbols - contracted
             if isinstance(v, sympy.Symbol)
             and (v in tensors or not (tensor_condition and v.is_integer))
         ),
@@ -165,7 +169,10 @@ def _assignments(candidates: Sequence[Any], count: int) -> Iterator[tuple[Any, .
 
 
 # Functions that are finite with finite derivatives for every finite argument.
-_EVERYWHERE_FINITE = frozenset({"sin", "cos", "tanh", "sigmoid", "atan", "erf", "erfc", "sign"})
+# A contraction (Einsum) is a polynomial of its operands: finite wherever they are.
+_EVERYWHERE_FINITE = frozenset(
+    {"sin", "cos", "tanh", "sigmoid", "atan", "erf", "erfc", "sign", "Einsum"}
+)
 
 
 def _finite_everywhere(expr: sympy.Basic) -> bool:

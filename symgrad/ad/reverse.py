@@ -29,6 +29,7 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.language import (
+    contractions,
     extrema,
     indexing,
     piecewise,
@@ -174,6 +175,12 @@ class ReverseSweep:
                 continue  # positions and sort indices have no derivative
             elif isinstance(node, scans.AlongDim):
                 self.scan_terms(node, adjoint, add)
+            elif isinstance(node, contractions.Einsum):
+                exact = fit(adjoint, node, self.shapes, exact=True).expr
+                for k, operand in enumerate(node.operands):
+                    if operand in order:  # Note [Contractions]: a contraction again
+                        spread = contractions.einsum_adjoint(node, exact, k)
+                        add(operand, Term(spread, operand, True))
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:

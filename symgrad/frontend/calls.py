@@ -16,7 +16,17 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
 from symgrad.frontend import views as view_calls
-from symgrad.language import activations, functions, indexing, piecewise, reductions, scans, views
+from symgrad.frontend.contractions import contraction_call
+from symgrad.language import (
+    activations,
+    contractions,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+    scans,
+    views,
+)
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -56,6 +66,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return view_calls.view_call(walker, node, spelling, depth)
     if spelling in scans.SCANS or spelling in scans.POSITION_SPELLINGS:
         return _scan_call(walker, node, spelling, depth)
+    if spelling in contractions.CONTRACTION_SPELLINGS:
+        return contraction_call(walker, node, spelling, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:

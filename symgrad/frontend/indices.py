@@ -18,7 +18,7 @@ from symgrad.frontend import fields as read
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
-from symgrad.language import indexing, reductions, views
+from symgrad.language import contractions, indexing, reductions, views
 
 # The keys an index input takes.
 INDEX_KEYS = ("type", "shape")
@@ -56,6 +56,8 @@ def test_shape(
             return visit(values[node])
         if isinstance(node, indexing.Gather):
             return visit(node.index)
+        if isinstance(node, contractions.Einsum):
+            return contractions.einsum_shape(node, [visit(o) for o in node.operands])
         if isinstance(node, reductions.Reduction):
             return _reduced(visit(node.argument), node.dims, node.keepdim)
         if isinstance(node, views.View):  # Note [Views]; ValueError where it cannot

@@ -18,6 +18,7 @@ from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
 from symgrad.frontend import indices, names, views
 from symgrad.frontend.checks import parse_checks
+from symgrad.frontend.contractions import check_contractions
 from symgrad.frontend.from_sympy import from_sympy
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import (
@@ -112,6 +113,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     )
     views.check_views(spec)
     indices.check_gathers(spec)
+    check_contractions(spec)
     return spec
 
 

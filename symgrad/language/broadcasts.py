@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import indexing, piecewise, reductions, views
+from symgrad.language import contractions, indexing, piecewise, reductions, views
 
 
 class Broadcast(sympy.Function):
@@ -66,8 +66,9 @@ class ZerosLike(sympy.Function):
 
 
 # Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
-# reduced, a gather's is its index's, a view's and a cat's their own (Note [Views]).
-_SHAPED = (reductions.Reduction, indexing.Gather, *views.SHAPED)
+# reduced, a gather's is its index's, a contraction's its output letters', a view's and
+# a cat's their own (Note [Views]).
+_SHAPED = (reductions.Reduction, indexing.Gather, contractions.Einsum, *views.SHAPED)
 
 
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
@@ -103,9 +104,13 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
 
 
 def _read_leaves(node: sympy.Basic) -> set[sympy.Basic]:
-    """The leaves of the values a shaped node reads: a cat's pieces, else its argument."""
+    """The leaves of the values a shaped node reads: a cat's pieces, a contraction's operands,
+    else its argument."""
     if isinstance(node, views.Cat):
         return set().union(*(leaves(piece) for piece in node.pieces))
+    if isinstance(node, contractions.Einsum):  # and what a letter summed out was summed from
+        inner = (o.argument for o in node.operands if isinstance(o, reductions.ReduceSum))
+        return leaves(sympy.Tuple(*node.operands, *inner))
     return leaves(node.args[0])
 
 

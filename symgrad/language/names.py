@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import difflib
 
-from symgrad.language import activations, functions, indexing, piecewise, reductions, scans, views
+from symgrad.language import (
+    activations,
+    contractions,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+    scans,
+    views,
+)
 
 
 def function_names() -> list[str]:
@@ -19,6 +28,7 @@ def function_names() -> list[str]:
         *views.VIEW_SPELLINGS,
         *scans.SCANS,
         *scans.POSITION_SPELLINGS,
+        *contractions.CONTRACTION_SPELLINGS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions, indexing, views
+from symgrad.language import contractions, functions, indexing, views
 
 
 class Reduction(sympy.Function):
@@ -325,6 +325,7 @@ def unsqueezes_by_rank(dims: tuple[int, ...]) -> bool:
 #   ("reduced", shape, dims, keepdim)    the shape of a reduction (dims None for all)
 #   ("view", shape, method, parameters)  shape.method(*parameters) (symgrad.language.views)
 #   ("cat", (shape, ...), dim)           torch.cat of tensors of these shapes along dim
+#   ("einsum", subscripts, (shape, ...)) the shape of a contraction of those operands
 Shape = tuple[Any, ...]
 
 
@@ -381,6 +382,9 @@ class Shapes:
             result = self.of(node.shape.args[0])  # the gathered value's shape
         elif isinstance(node, (*views.SHAPED, views.ReshapeTo, views.PieceZeros, views.CatPiece)):
             result = self.view_of(node)
+        elif isinstance(node, contractions.Einsum):
+            shapes = tuple(self.of(operand) for operand in node.operands)
+            result = None if None in shapes else ("einsum", node.subscripts, shapes)
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:

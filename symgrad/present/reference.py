@@ -148,6 +148,22 @@ def _functions_section() -> list[str]:
         "- `position(e, dim)`: 0, 1, ... along `dim`, broadcast like `e`, in its dtype "
         "(`torch.arange` along the dim); no gradient. `1 + position(e, dim)` counts 1..K.",
     ]
+    lines += ["", "### Contractions", ""]
+    lines += [
+        '- `einsum("ij,jk->ik", a, b, ...)`: `torch.einsum`, the sum of products over the '
+        "letters the output drops. The subscripts are letters, one group per operand "
+        "separated by commas, then `->` and the output's letters (always written); a letter "
+        "repeated within one operand (a diagonal) or in the output, `...`, spaces and "
+        "anything else are refused. Each letter has one size in every operand (no "
+        "broadcasting). A transpose is written in the subscripts: "
+        '`einsum("nd,kd->nk", x, e)` is `x @ e.T`.',
+        '- `matmul(a, b)`: the product of two matrices, `einsum("ij,jk->ik", a, b)`, '
+        "computed by `torch.matmul`.",
+        "- Each operand's gradient is the einsum of the incoming gradient with the other "
+        "operands, and the jvp the sum of einsums with one tangent each: contractions, "
+        "never an outer product. A letter that one operand alone has and the output drops "
+        "is summed out of that operand first.",
+    ]
     return lines
 
 

@@ -337,6 +337,10 @@ class _LatexPrinter(LatexPrinter):
         args = ", ".join(self._print(arg) for arg in _keywords(expr) or expr.args)
         return _power(f"{_operator(name)}{{\\left({args} \\right)}}", exp)
 
+    def _print_Str(self, expr: Any) -> str:
+        """An einsum's subscripts, as typed: letters, commas and '->'."""
+        return f"\\texttt{{{expr}}}"
+
     def _hprint_Function(self, func: str) -> str:
         if func in accepted_latex_functions:
             return f"\\{func}"

@@ -28,7 +28,7 @@ from symgrad.backends.statements import (
     saved_comment,
 )
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import reductions
+from symgrad.language import contractions, reductions
 from symgrad.language.piecewise import is_condition
 
 # C++ type, schema type, Python annotation and IValue accessor of each input type.
@@ -314,6 +314,10 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
         for other in codes[1:]:
             code = f"at::infer_size({code}, {other})"
         return code
+    if shape[0] == "einsum":  # each output letter's size, read off an operand that has it
+        codes = [_shape_code(s, helpers) for s in shape[2]]
+        sizes = [f"{codes[k]}[{dim}]" for k, dim in contractions.output_dims(shape[1])]
+        return f"std::vector<int64_t>{{{', '.join(sizes)}}}"
     _, inner, dims, keepdim = shape
     keep = "true" if keepdim else "false"
     return f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {_dims(dims)}, {keep})"

@@ -214,6 +214,15 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_movedim(self, value: str, source: int, destination: int) -> str:
         return f"{value}.movedim({source}, {destination})"
 
+    # --- Contractions (symgrad.backends.forms.contractions) -------------------------------
+
+    def _spell_matmul(self, a: str, b: str) -> str:
+        return f"at::matmul({a}, {b})"
+
+    def _spell_einsum(self, subscripts: str, operands: list[str]) -> str:
+        """The subscripts are letters, commas and '->' only: a plain C++ literal."""
+        return f'at::einsum("{subscripts}", {{{", ".join(operands)}}})'
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -23,6 +23,7 @@ from symgrad.backends.base import UnprintableError
 from symgrad.backends.statements import value_tensors
 from symgrad.language import (
     broadcasts,
+    contractions,
     functions,
     indexing,
     piecewise,
@@ -57,6 +58,7 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     views.PieceZeros,
     views.CatPiece,
     scans.AlongDim,
+    contractions.Einsum,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

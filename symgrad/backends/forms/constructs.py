@@ -16,6 +16,7 @@ from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.forms.arithmetic import ArithmeticForms
+from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.statements import value_tensors
@@ -30,7 +31,7 @@ from symgrad.language import (
 )
 
 
-class ConstructForms(ScanForms, ViewForms, ArithmeticForms):
+class ConstructForms(ContractionForms, ScanForms, ViewForms, ArithmeticForms):
     """The language's constructs over tensors and numbers, in torch's operations."""
 
     def _print_Relational(self, expr: sympy.Basic) -> str:

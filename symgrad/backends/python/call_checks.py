@@ -27,6 +27,10 @@ def broadcast_groups(spec: Spec) -> tuple[tuple[str, ...], ...]:
             for part in shape[1]:
                 visit(part)
             return
+        if shape[0] == "einsum":  # operands meet in the contraction, not by broadcasting
+            for part in shape[2]:
+                visit(part)
+            return
         names = tuple(sorted((p[1] for p in shape[1] if p[0] == "input"), key=order.index))
         if len(names) > 1:
             groups[names] = None

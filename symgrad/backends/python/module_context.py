@@ -25,7 +25,7 @@ from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.python.text import docstring, formulas, header, summary
 from symgrad.backends.statements import fact_shapes, saved_comment
 from symgrad.frontend.model import Input, InputType
-from symgrad.language import activations, pullbacks, reductions
+from symgrad.language import activations, contractions, pullbacks, reductions
 
 ANNOTATIONS = {
     InputType.TENSOR: "torch.Tensor",
@@ -196,6 +196,8 @@ def _has_reduction(shape: reductions.Shape | None) -> bool:
         return any(_has_reduction(s) for s in shape[1])
     if shape[0] == "view":
         return _has_reduction(shape[1])
+    if shape[0] == "einsum":
+        return any(_has_reduction(s) for s in shape[2])
     return True
 
 
@@ -342,6 +344,10 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
         return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
     if shape[0] in ("view", "cat"):
         return _view_shape_code(shape, helpers)
+    if shape[0] == "einsum":  # each output letter's size, read off an operand that has it
+        codes = [_shape_code(s, helpers) for s in shape[2]]
+        sizes = [f"{codes[k]}[{dim}]" for k, dim in contractions.output_dims(shape[1])]
+        return f"torch.Size([{', '.join(sizes)}])"
     _, inner, dims, keepdim = shape
     dims_code = "None" if dims is None else repr(dims)
     return (

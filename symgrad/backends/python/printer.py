@@ -210,6 +210,15 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_movedim(self, value: str, source: int, destination: int) -> str:
         return f"{value}.movedim({source}, {destination})"
 
+    # --- Contractions (symgrad.backends.forms.contractions) -------------------------------
+
+    def _spell_matmul(self, a: str, b: str) -> str:
+        return f"torch.matmul({a}, {b})"
+
+    def _spell_einsum(self, subscripts: str, operands: list[str]) -> str:
+        """The subscripts are letters, commas and '->' only: a plain string literal."""
+        return f'torch.einsum("{subscripts}", {", ".join(operands)})'
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

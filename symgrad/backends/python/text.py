@@ -12,7 +12,7 @@ from sympy.printing.str import StrPrinter
 from symgrad.ad.ir import Derived
 from symgrad.backends.base import Provenance
 from symgrad.frontend.model import Spec
-from symgrad.language import piecewise, reductions
+from symgrad.language import contractions, piecewise, reductions
 
 
 def escape_docstring(text: str) -> str:
@@ -162,6 +162,12 @@ class _ReadablePrinter(StrPrinter):
 
     _print_Cumsum = _print_Flip = _print_Sort = _print_SortIndices = _print_AlongDim
     _print_Position = _print_AlongDim
+
+    def _print_Einsum(self, expr: Any) -> str:
+        operands = ", ".join(self._print(operand) for operand in expr.operands)
+        if expr.subscripts == contractions.MATMUL:
+            return f"matmul({operands})"
+        return f"einsum({expr.subscripts!r}, {operands})"
 
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
