@@ -15,12 +15,15 @@ import sympy
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
+from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import piecewise
+from symgrad.language import piecewise, segments
+from symgrad.language.indexing import index_symbol
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
-TENSORS = frozenset({a, b, c, x})
+i = index_symbol("i")
+TENSORS = frozenset({a, b, c, x, i})
 
 FORMS = {
     "a product of two tensors in a sum: addcmul": (
@@ -69,6 +72,17 @@ FORMS = {
         "at::where(at::scalar_tensor((k > 0.0), at::TensorOptions().dtype(at::kBool)"
         ".device(x.device())), x, 2)",
     ),
+    "a segment sum: index_add into zeros with size segments along dim": (
+        segments.segment_sum(x, 0, i, sympy.Integer(4)),
+        "x.new_zeros((4, *x.shape[1:])).index_add(0, i, x)",
+        "at::index_add([&] { auto sizes = x.sizes().vec(); sizes[at::maybe_wrap_dim(0, x.dim())]"
+        " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
+    ),
+    "its adjoint: index_select": (
+        segments.IndexSelect(x, 0, i),
+        "torch.index_select(x, 0, i)",
+        "at::index_select(x, 0, i)",
+    ),
 }
 
 
@@ -83,7 +97,7 @@ def _spellings() -> list[str]:
     """The methods the forms leave to each backend (they raise NotImplementedError)."""
     return [
         name
-        for form in (ArithmeticForms, ConstructForms)
+        for form in (ArithmeticForms, ConstructForms, SegmentForms)
         for name, method in vars(form).items()
         if inspect.isfunction(method) and "raise NotImplementedError" in inspect.getsource(method)
     ]
@@ -97,6 +111,10 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
         name
         for name in spellings
         if getattr(printer, name)
-        in (vars(ArithmeticForms).get(name), vars(ConstructForms).get(name))
+        in (
+            vars(ArithmeticForms).get(name),
+            vars(ConstructForms).get(name),
+            vars(SegmentForms).get(name),
+        )
     ]
     assert not missing

@@ -46,7 +46,15 @@ from symgrad.ad.residuals import find_residuals
 from symgrad.ad.reverse import ReverseSweep, Term
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import Input, Output, Spec
-from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
+from symgrad.language import (
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+    segments,
+)
 
 
 def derive(spec: Spec) -> Derived:
@@ -322,6 +330,8 @@ _NOT_ELEMENTWISE = (
     reductions.Unsqueeze,
     indexing.Gather,
     indexing.ScatterAdd,
+    segments.SegmentSum,
+    segments.IndexSelect,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

@@ -16,7 +16,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules
+from symgrad.language import extrema, functions, indexing, piecewise, reductions, rules, segments
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -150,6 +150,9 @@ def _tangent(
         elif isinstance(node, indexing.Gather):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = indexing.gather_tangent(node, tangent)
+        elif isinstance(node, segments.SegmentSum):
+            tangent = in_own_shape(visit(node.source), node.source)
+            result = segments.segment_sum_tangent(node, tangent)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

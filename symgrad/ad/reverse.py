@@ -28,7 +28,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
-from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules
+from symgrad.language import extrema, indexing, piecewise, pullbacks, reductions, rules, segments
 
 # An adjoint larger than this (in sympy operations) is named by a temporary before it is
 # passed on, so that no adjoint repeats a long product: sympy flattens products, and
@@ -149,6 +149,10 @@ class ReverseSweep:
                 add(node.argument, Term(spread, node.argument, True))
             elif isinstance(node, indexing.Gather):
                 self.gather_terms(node, adjoint, add)
+            elif isinstance(node, segments.SegmentSum):  # Note [Segment sums]
+                exact = fit(adjoint, node, self.shapes, exact=True).expr
+                selected = segments.segment_sum_adjoint(node, exact)
+                add(node.source, Term(selected, node.source, True))
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:

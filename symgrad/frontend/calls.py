@@ -15,7 +15,7 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import SpecError, did_you_mean
-from symgrad.language import activations, functions, indexing, piecewise, reductions
+from symgrad.language import activations, functions, indexing, piecewise, reductions, segments
 from symgrad.language.names import is_function_name, nearest_functions
 
 # torch tensors have at most 64 dimensions.
@@ -51,6 +51,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _normalization_call(walker, node, spelling, depth)
     if spelling in indexing.GATHER_SPELLINGS:
         return _gather_call(walker, node, spelling, depth)
+    if spelling == segments.SEGMENT_SUM:
+        return _segment_sum_call(walker, node, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -166,6 +168,49 @@ def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> s
     argument = walker.value(node.args[0], depth)
     index = _index_input(walker, given[parameters[1] if spelling == "gather" else parameters[0]])
     return indexing.gather(argument, _small_integer(walker, given["dim"], spelling), index)
+
+
+def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """segment_sum(e, index, dim, size): index_add into `size` segments (Note [Segment sums])."""
+    parameters = ("index", "dim", "size")
+    given = _arguments(walker, node, "segment_sum", parameters)
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given["index"])
+    dim = _small_integer(walker, given["dim"], "segment_sum")
+    return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
+
+
+def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:
+    """A positive integer literal, or the name of an int input."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and 0 < node.value <= 2**31:
+        return sympy.Integer(node.value)
+    symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
+    if symbol is None or not symbol.is_integer or isinstance(symbol, indexing.IndexSymbol):
+        message = "segment_sum() size must be a positive integer or the name of an int input"
+        raise walker.error(node, message)
+    return symbol
+
+
+def _arguments(
+    walker: Walker, node: ast.Call, name: str, parameters: tuple[str, ...]
+) -> dict[str, ast.AST]:
+    """The arguments after the first, by parameter name, every one of them required."""
+    if not 1 <= len(node.args) <= len(parameters) + 1:
+        usage = ", ".join(parameters)
+        message = f"{name}() takes an expression, then {usage}, got {len(node.args)} arguments"
+        raise walker.error(node.func, message)
+    given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            hint = did_you_mean(str(keyword.arg), parameters) if keyword.arg else ""
+            raise walker.error(keyword, f"{name}() has no argument {keyword.arg!r}{hint}")
+        if keyword.arg in given:
+            raise walker.error(keyword, f"{name}() got {keyword.arg!r} twice")
+        given[keyword.arg] = keyword.value
+    for needed in parameters:
+        if needed not in given:
+            raise walker.error(node.func, f"{name}() needs {needed}")
+    return given
 
 
 def _index_input(walker: Walker, node: ast.AST) -> indexing.IndexSymbol:

@@ -110,6 +110,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         inplace_node.location if inplace and inplace_node else None,
     )
     indices.check_gathers(spec)
+    indices.check_segment_sums(spec)
     return spec
 
 

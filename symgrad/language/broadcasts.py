@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import indexing, piecewise, reductions
+from symgrad.language import indexing, piecewise, reductions, segments
 
 
 class Broadcast(sympy.Function):
@@ -67,7 +67,7 @@ class ZerosLike(sympy.Function):
 
 # Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
 # reduced, a gather's is its index's.
-_SHAPED = (reductions.Reduction, indexing.Gather)
+_SHAPED = (reductions.Reduction, indexing.Gather, segments.SegmentSum, segments.IndexSelect)
 
 
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:

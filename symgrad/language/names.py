@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from symgrad.language import activations, functions, indexing, piecewise, reductions
+from symgrad.language import activations, functions, indexing, piecewise, reductions, segments
 
 
 def function_names() -> list[str]:
@@ -16,6 +16,7 @@ def function_names() -> list[str]:
         *reductions.REDUCTIONS,
         *reductions.NORMALIZATIONS,
         *indexing.GATHER_SPELLINGS,
+        segments.SEGMENT_SUM,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

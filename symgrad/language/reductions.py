@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import functions, indexing
+from symgrad.language import functions, indexing, segments
 
 
 class Reduction(sympy.Function):
@@ -377,6 +377,8 @@ class Shapes:
             result = self.of(node.index)  # torch.gather: the index's shape
         elif isinstance(node, indexing.ScatterAdd):
             result = self.of(node.shape.args[0])  # the gathered value's shape
+        elif isinstance(node, (segments.SegmentSum, segments.IndexSelect)):
+            result = segments.shape_of(node, self.of(node.argument))
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:

@@ -21,7 +21,15 @@ from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.statements import value_tensors
-from symgrad.language import broadcasts, functions, indexing, piecewise, pullbacks, reductions
+from symgrad.language import (
+    broadcasts,
+    functions,
+    indexing,
+    piecewise,
+    pullbacks,
+    reductions,
+    segments,
+)
 
 _MUL = PRECEDENCE["Mul"]
 
@@ -42,6 +50,8 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     broadcasts.ZerosLike,
     indexing.Gather,
     indexing.ScatterAdd,
+    segments.SegmentSum,
+    segments.IndexSelect,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -16,6 +16,7 @@ from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.forms.arithmetic import ArithmeticForms
+from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.statements import value_tensors
 from symgrad.language import (
     activations,
@@ -28,7 +29,7 @@ from symgrad.language import (
 )
 
 
-class ConstructForms(ArithmeticForms):
+class ConstructForms(SegmentForms, ArithmeticForms):
     """The language's constructs over tensors and numbers, in torch's operations."""
 
     def _print_Relational(self, expr: sympy.Basic) -> str:

@@ -20,7 +20,7 @@ def broadcast_groups(spec: Spec) -> tuple[tuple[str, ...], ...]:
     def visit(shape: reductions.Shape | None) -> None:
         if shape is None or shape[0] == "input":
             return
-        if shape[0] == "reduced":
+        if shape[0] in ("reduced", "segment", "index_select"):
             visit(shape[1])
             return
         names = tuple(sorted((p[1] for p in shape[1] if p[0] == "input"), key=order.index))

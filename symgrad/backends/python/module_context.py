@@ -338,6 +338,13 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
         return f"{shape[1]}.shape"
     if shape[0] == "broadcast":
         return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
+    if shape[0] in ("segment", "index_select"):  # Note [Segment sums]
+        _, inner, dim, index, *size = shape
+        sizes = _shape_code(inner, helpers)
+        head = "" if dim == 0 else f"*{sizes}[:{dim}], "
+        tail = "" if dim == -1 else f", *{sizes}[{dim + 1}:]"
+        count = size[0] if size else f"{index}.shape[0]"
+        return f"torch.Size([{head}{count}{tail}])"
     _, inner, dims, keepdim = shape
     dims_code = "None" if dims is None else repr(dims)
     return (
