@@ -97,10 +97,17 @@ _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "einsum": ('einsum("ij,kj->ik", x, x)', lambda x: torch.einsum("ij,kj->ik", x, x)),
     "matmul": ("matmul(x, reshape(x, [4, -1]))", lambda x: x @ x.reshape(4, -1)),
 }
-# Gathers along the last dim of rows of 4 by an index input `i` of shape [6, 2].
-_GATHERS: dict[str, tuple[str, Callable[..., Any]]] = {
-    "gather": ("gather(x, -1, i)", lambda x, i: torch.gather(x, -1, i)),
-    "take_along_dim": ("take_along_dim(x, i, -1)", lambda x, i: torch.gather(x, -1, i)),
+# Gathers along the last dim of rows of 4 by an index input `i` of shape [6, 2], and
+# segment sums of the 6 rows into 3 by an index input `i` of shape [6]:
+# (expr, builtin, the index's shape).
+_GATHERS: dict[str, tuple[str, Callable[..., Any], list[int]]] = {
+    "gather": ("gather(x, -1, i)", lambda x, i: torch.gather(x, -1, i), [6, 2]),
+    "take_along_dim": ("take_along_dim(x, i, -1)", lambda x, i: torch.gather(x, -1, i), [6, 2]),
+    "segment_sum": (
+        "segment_sum(x, i, 0, 3)",
+        lambda x, i: x.new_zeros(3, x.shape[1]).index_add(0, i, x),
+        [6],
+    ),
 }
 
 
@@ -178,9 +185,9 @@ def language_subjects() -> list[Subject]:
         subjects.append(Subject(name, _one_line(name, expr, inputs), builtin, True, NEAR_ONE))
     for name, (expr, builtin) in _REDUCTIONS.items():
         subjects.append(Subject(name, _rows(name, expr), builtin))
-    for name, (expr, builtin) in _GATHERS.items():
+    for name, (expr, builtin, index_shape) in _GATHERS.items():
         spec = _rows(name, expr)
-        spec["inputs"]["i"] = {"type": "index", "shape": [6, 2]}
+        spec["inputs"]["i"] = {"type": "index", "shape": index_shape}
         subjects.append(Subject(name, spec, builtin))
     return subjects
 

@@ -17,13 +17,16 @@ from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.scans import ScanForms
+from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import contractions, piecewise, scans, views
+from symgrad.language import contractions, piecewise, scans, segments, views
+from symgrad.language.indexing import index_symbol
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
 k = sympy.Symbol("k", real=True)
-TENSORS = frozenset({a, b, c, x})
+i = index_symbol("i")
+TENSORS = frozenset({a, b, c, x, i})
 
 FORMS = {
     "a product of two tensors in a sum: addcmul": (
@@ -121,6 +124,17 @@ FORMS = {
         '2*torch.einsum("nd,kd->nk", a, b)',
         '2*at::einsum("nd,kd->nk", {a, b})',
     ),
+    "a segment sum: index_add into zeros with size segments along dim": (
+        segments.segment_sum(x, 0, i, sympy.Integer(4)),
+        "x.new_zeros((4, *x.shape[1:])).index_add(0, i, x)",
+        "at::index_add([&] { auto sizes = x.sizes().vec(); sizes[at::maybe_wrap_dim(0, x.dim())]"
+        " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
+    ),
+    "its adjoint: index_select": (
+        segments.IndexSelect(x, 0, i),
+        "torch.index_select(x, 0, i)",
+        "at::index_select(x, 0, i)",
+    ),
 }
 
 
@@ -132,7 +146,14 @@ def test_each_backend_spells_the_chosen_form(name: str) -> None:
 
 
 # Every class of forms: their `_spell_*` methods are what a backend gives.
-FORM_CLASSES = (ArithmeticForms, ScanForms, ViewForms, ContractionForms, ConstructForms)
+FORM_CLASSES = (
+    ArithmeticForms,
+    ScanForms,
+    ViewForms,
+    ContractionForms,
+    SegmentForms,
+    ConstructForms,
+)
 
 
 def _spellings() -> list[str]:

@@ -55,6 +55,7 @@ from symgrad.language import (
     pullbacks,
     reductions,
     scans,
+    segments,
     views,
 )
 
@@ -342,6 +343,8 @@ _NOT_ELEMENTWISE = (
     views.CatPiece,
     scans.AlongDim,
     contractions.Einsum,
+    segments.SegmentSum,
+    segments.IndexSelect,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

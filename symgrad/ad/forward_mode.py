@@ -25,6 +25,7 @@ from symgrad.language import (
     reductions,
     rules,
     scans,
+    segments,
     views,
 )
 from symgrad.language.piecewise import is_condition
@@ -172,6 +173,9 @@ def _tangent(
         elif isinstance(node, contractions.Einsum):
             tangents = [in_own_shape(visit(arg), arg) for arg in node.operands]
             result = contractions.einsum_tangent(node, tangents)
+        elif isinstance(node, segments.SegmentSum):
+            tangent = in_own_shape(visit(node.source), node.source)
+            result = segments.segment_sum_tangent(node, tangent)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

@@ -37,6 +37,7 @@ from symgrad.language import (
     reductions,
     rules,
     scans,
+    segments,
     views,
 )
 
@@ -181,6 +182,10 @@ class ReverseSweep:
                     if operand in order:  # Note [Contractions]: a contraction again
                         spread = contractions.einsum_adjoint(node, exact, k)
                         add(operand, Term(spread, operand, True))
+            elif isinstance(node, segments.SegmentSum):  # Note [Segment sums]
+                exact = fit(adjoint, node, self.shapes, exact=True).expr
+                selected = segments.segment_sum_adjoint(node, exact)
+                add(node.source, Term(selected, node.source, True))
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:

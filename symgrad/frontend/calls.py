@@ -25,6 +25,7 @@ from symgrad.language import (
     piecewise,
     reductions,
     scans,
+    segments,
     views,
 )
 from symgrad.language.names import is_function_name, nearest_functions
@@ -68,6 +69,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _scan_call(walker, node, spelling, depth)
     if spelling in contractions.CONTRACTION_SPELLINGS:
         return contraction_call(walker, node, spelling, depth)
+    if spelling == segments.SEGMENT_SUM:
+        return _segment_sum_call(walker, node, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -189,8 +192,48 @@ def _scan_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.E
     """cumsum, flip or position(e, dim), or sort(e, dim=-1, descending=False) (Note [Scans
     and sort]); dim is one integer, required but for sort's."""
     parameters: tuple[str, ...] = ("dim", "descending") if name == "sort" else ("dim",)
-    if not 1 <= len(node.args) <= 1 + len(parameters):
-        usage = " and ".join(parameters)
+    given = _arguments(walker, node, name, parameters, required=())
+    if "dim" not in given and name != "sort":
+        raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
+    dim = _small_integer(walker, given["dim"], name) if "dim" in given else -1
+    descending = (
+        _flag(walker, given["descending"], name, "descending") if "descending" in given else False
+    )
+    return scans.along(name, walker.value(node.args[0], depth), dim, descending)
+
+
+def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """segment_sum(e, index, dim, size): index_add into `size` segments (Note [Segment sums])."""
+    parameters = ("index", "dim", "size")
+    given = _arguments(walker, node, "segment_sum", parameters)
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given["index"])
+    dim = _small_integer(walker, given["dim"], "segment_sum")
+    return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
+
+
+def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:
+    """A positive integer literal, or the name of an int input."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and 0 < node.value <= 2**31:
+        return sympy.Integer(node.value)
+    symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
+    if symbol is None or not symbol.is_integer or isinstance(symbol, indexing.IndexSymbol):
+        message = "segment_sum() size must be a positive integer or the name of an int input"
+        raise walker.error(node, message)
+    return symbol
+
+
+def _arguments(
+    walker: Walker,
+    node: ast.Call,
+    name: str,
+    parameters: tuple[str, ...],
+    required: tuple[str, ...] | None = None,
+) -> dict[str, ast.AST]:
+    """The arguments after the first, by parameter name; `required` (all by default) must
+    be given."""
+    if not 1 <= len(node.args) <= len(parameters) + 1:
+        usage = " and ".join(", ".join(parameters).rsplit(", ", 1))
         message = f"{name}() takes an expression, then {usage}, got {len(node.args)} arguments"
         raise walker.error(node.func, message)
     given: dict[str, ast.AST] = dict(zip(parameters, node.args[1:], strict=False))
@@ -201,13 +244,10 @@ def _scan_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.E
         if keyword.arg in given:
             raise walker.error(keyword, f"{name}() got {keyword.arg!r} twice")
         given[keyword.arg] = keyword.value
-    if "dim" not in given and name != "sort":
-        raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
-    dim = _small_integer(walker, given["dim"], name) if "dim" in given else -1
-    descending = (
-        _flag(walker, given["descending"], name, "descending") if "descending" in given else False
-    )
-    return scans.along(name, walker.value(node.args[0], depth), dim, descending)
+    for needed in parameters if required is None else required:
+        if needed not in given:
+            raise walker.error(node.func, f"{name}() needs {needed}")
+    return given
 
 
 def _index_input(walker: Walker, node: ast.AST) -> indexing.IndexSymbol:

@@ -18,8 +18,8 @@ from typing import Protocol
 import sympy
 
 from symgrad.errors import Location, SpecError
-from symgrad.frontend.indices import test_shape
-from symgrad.frontend.model import Intermediate, Output, Spec
+from symgrad.frontend.indices import named_expressions, test_shape
+from symgrad.frontend.model import Spec
 from symgrad.language import contractions, reductions
 
 
@@ -81,14 +81,9 @@ def build_einsum(subscripts: str, operands: list[sympy.Expr]) -> sympy.Expr:
 def check_contractions(spec: Spec) -> None:
     """Refuse a contraction whose operands do not fit its subscripts in the test shapes."""
     values = {i.symbol: i.expr for i in spec.intermediates}
-    for item, section in _expressions(spec):
+    for item, section in named_expressions(spec):
         for node in sorted(item.expr.atoms(contractions.Einsum), key=sympy.default_sort_key):
             _check_operands(node, spec, values, item.location, f"{section}.{item.name}")
-
-
-def _expressions(spec: Spec) -> list[tuple[Intermediate | Output, str]]:
-    """The spec's named expressions with their section, in order."""
-    return [(i, "where") for i in spec.intermediates] + [(o, "outputs") for o in spec.outputs]
 
 
 def _check_operands(

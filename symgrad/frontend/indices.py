@@ -18,7 +18,7 @@ from symgrad.frontend import fields as read
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
-from symgrad.language import contractions, indexing, reductions, views
+from symgrad.language import contractions, indexing, reductions, segments, views
 
 # The keys an index input takes.
 INDEX_KEYS = ("type", "shape")
@@ -58,6 +58,8 @@ def test_shape(
             return visit(node.index)
         if isinstance(node, contractions.Einsum):
             return contractions.einsum_shape(node, [visit(o) for o in node.operands])
+        if isinstance(node, segments.SegmentSum):
+            return _segmented(visit(node.source), node, spec)
         if isinstance(node, reductions.Reduction):
             return _reduced(visit(node.argument), node.dims, node.keepdim)
         if isinstance(node, views.View):  # Note [Views]; ValueError where it cannot
@@ -101,10 +103,63 @@ def named_expressions(spec: Spec) -> Iterable[tuple[Intermediate | Output, str]]
     yield from ((o, "outputs") for o in spec.outputs)
 
 
+def _segmented(
+    shape: tuple[int, ...] | None, node: segments.SegmentSum, spec: Spec
+) -> tuple[int, ...] | None:
+    """The shape of a segment sum of a value of `shape` in the test."""
+    if not shape:
+        return shape
+    dim, size = node.dim % len(shape), _segment_count(node, spec)
+    return (*shape[:dim], size, *shape[dim + 1 :])
+
+
+def _segment_count(node: segments.SegmentSum, spec: Spec) -> int:
+    """The number of segments in the test: the literal, or the int input's test value."""
+    if node.size.is_Integer:
+        return int(node.size)
+    item = next(i for i in spec.inputs if i.symbol == node.size)
+    return int(item.default) if item.default is not None else 1
+
+
+def segment_sums(spec: Spec) -> list[tuple[segments.SegmentSum, Location, str]]:
+    """Every segment sum of the spec's expressions, with where it is written and its path."""
+    found = []
+    for item, section in named_expressions(spec):
+        for node in sorted(item.expr.atoms(segments.SegmentSum), key=sympy.default_sort_key):
+            found.append((node, item.location, f"{section}.{item.name}"))
+    return found
+
+
+def check_segment_sums(spec: Spec) -> None:
+    """Refuse a segment sum whose index is not one position per slice of its value."""
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    by_symbol = {i.symbol: i for i in spec.inputs}
+    for node, location, path in segment_sums(spec):
+        index, shape = by_symbol[node.index], test_shape(node.source, spec, values)
+        assert index.shape is not None
+        if not shape:
+            raise SpecError(location, "segment_sum() needs a value with dimensions", path)
+        if not -len(shape) <= node.dim < len(shape):
+            message = f"segment_sum() dim {node.dim} is out of range for {len(shape)} dimensions"
+            raise SpecError(location, message, path)
+        if node.size.is_Symbol and by_symbol[node.size].default is None:
+            message = f"segment_sum() size {node.size} needs a default, the test's segment count"
+            raise SpecError(location, message, path)
+        if list(index.shape) != [shape[node.dim]]:
+            message = (
+                f"segment_sum() index {index.name!r} must have shape [{shape[node.dim]}], one "
+                f"position per slice along dim {node.dim}, but has {list(index.shape)}"
+            )
+            raise SpecError(location, message, path)
+
+
 def index_bounds(spec: Spec) -> dict[str, int]:
     """For each index input, the size of the smallest dim it indexes in the test."""
     values = {i.symbol: i.expr for i in spec.intermediates}
     bounds: dict[str, int] = {}
+    for summed, _, _ in segment_sums(spec):
+        name, count = summed.index.name, _segment_count(summed, spec)
+        bounds[name] = min(bounds.get(name, count), count)
     for node, _, _ in gathers(spec):
         shape = test_shape(node.argument, spec, values)
         if shape:

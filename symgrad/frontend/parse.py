@@ -114,6 +114,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     views.check_views(spec)
     indices.check_gathers(spec)
     check_contractions(spec)
+    indices.check_segment_sums(spec)
     return spec
 
 

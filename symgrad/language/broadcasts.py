@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import contractions, indexing, piecewise, reductions, views
+from symgrad.language import contractions, indexing, piecewise, reductions, segments, views
 
 
 class Broadcast(sympy.Function):
@@ -66,9 +66,17 @@ class ZerosLike(sympy.Function):
 
 
 # Nodes whose shape is their own, not their arguments' broadcast: a reduction's is
-# reduced, a gather's is its index's, a contraction's its output letters', a view's and
-# a cat's their own (Note [Views]).
-_SHAPED = (reductions.Reduction, indexing.Gather, contractions.Einsum, *views.SHAPED)
+# reduced, a gather's is its index's, a segment sum's and an index_select's their index's
+# along their dim, a contraction's its output letters', a view's and a cat's their own
+# (Note [Views]).
+_SHAPED = (
+    reductions.Reduction,
+    indexing.Gather,
+    segments.SegmentSum,
+    segments.IndexSelect,
+    contractions.Einsum,
+    *views.SHAPED,
+)
 
 
 def leaves(expr: sympy.Basic) -> set[sympy.Basic]:

@@ -12,6 +12,7 @@ from symgrad.language import (
     piecewise,
     reductions,
     scans,
+    segments,
     views,
 )
 
@@ -29,6 +30,7 @@ def function_names() -> list[str]:
         *scans.SCANS,
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
+        segments.SEGMENT_SUM,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

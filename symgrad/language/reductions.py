@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import contractions, functions, indexing, views
+from symgrad.language import contractions, functions, indexing, segments, views
 
 
 class Reduction(sympy.Function):
@@ -385,6 +385,8 @@ class Shapes:
         elif isinstance(node, contractions.Einsum):
             shapes = tuple(self.of(operand) for operand in node.operands)
             result = None if None in shapes else ("einsum", node.subscripts, shapes)
+        elif isinstance(node, (segments.SegmentSum, segments.IndexSelect)):
+            result = segments.shape_of(node, self.of(node.argument))
         elif isinstance(node, Unsqueeze):
             result = None  # only ever multiplied into a value of its argument's shape
         else:

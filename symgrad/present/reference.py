@@ -123,7 +123,11 @@ def _functions_section() -> list[str]:
         "- `gather(e, dim, index)`, also spelled `take_along_dim(e, index, dim)`: "
         "`torch.gather`, the values of `e` at an index input's positions along `dim`, "
         "in the index's shape; its gradient is `scatter_add` into zeros of `e`'s shape. "
-        "The index is an input of `type: index` (positions `0 <= i < size`), by name."
+        "The index is an input of `type: index` (positions `0 <= i < size`), by name.",
+        "- `segment_sum(e, index, dim, size)`: `index_add` into zeros, slice `k` of `e` "
+        "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
+        "position per slice, `size` a positive integer or an `int` input with a default. "
+        "Its gradient is `index_select` of the gradient at `index`.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

@@ -318,6 +318,14 @@ def _shape_code(shape: reductions.Shape | None, helpers: dict[str, str]) -> str:
         codes = [_shape_code(s, helpers) for s in shape[2]]
         sizes = [f"{codes[k]}[{dim}]" for k, dim in contractions.output_dims(shape[1])]
         return f"std::vector<int64_t>{{{', '.join(sizes)}}}"
+    if shape[0] in ("segment", "index_select"):  # Note [Segment sums]
+        _, inner, dim, index, *size = shape
+        count = size[0] if size else f"{index}.size(0)"
+        wrapped = f"at::maybe_wrap_dim({dim}, static_cast<int64_t>(sizes.size()))"
+        return (
+            f"[&] {{ auto sizes = {_shape_code(inner, helpers)}; sizes[{wrapped}] = {count}; "
+            "return sizes; }()"
+        )
     _, inner, dims, keepdim = shape
     keep = "true" if keepdim else "false"
     return f"{helpers['reduced_shape']}({_shape_code(inner, helpers)}, {_dims(dims)}, {keep})"

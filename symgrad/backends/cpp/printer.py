@@ -223,6 +223,22 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         """The subscripts are letters, commas and '->' only: a plain C++ literal."""
         return f'at::einsum("{subscripts}", {{{", ".join(operands)}}})'
 
+    # --- Segment sums (symgrad.backends.forms.segments) -----------------------------------
+
+    def _spell_segment_zeros(self, like: str, dim: int, size: str) -> str:
+        """A lambda called in place: ATen builds the sizes as a vector, in statements."""
+        wrapped = f"at::maybe_wrap_dim({dim}, {like}.dim())"
+        return (
+            f"[&] {{ auto sizes = {like}.sizes().vec(); sizes[{wrapped}] = {size}; "
+            f"return at::zeros(sizes, {like}.options()); }}()"
+        )
+
+    def _spell_index_add(self, zeros: str, dim: int, index: str, source: str) -> str:
+        return f"at::index_add({zeros}, {dim}, {index}, {source})"
+
+    def _spell_index_select(self, value: str, dim: int, index: str) -> str:
+        return f"at::index_select({value}, {dim}, {index})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -30,6 +30,7 @@ from symgrad.language import (
     pullbacks,
     reductions,
     scans,
+    segments,
     views,
 )
 
@@ -59,6 +60,8 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     views.CatPiece,
     scans.AlongDim,
     contractions.Einsum,
+    segments.SegmentSum,
+    segments.IndexSelect,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -20,7 +20,7 @@ def broadcast_groups(spec: Spec) -> tuple[tuple[str, ...], ...]:
     def visit(shape: reductions.Shape | None) -> None:
         if shape is None or shape[0] == "input":
             return
-        if shape[0] in ("reduced", "view"):
+        if shape[0] in ("reduced", "view", "segment", "index_select"):
             visit(shape[1])
             return
         if shape[0] == "cat":

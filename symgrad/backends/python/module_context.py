@@ -348,6 +348,13 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
         codes = [_shape_code(s, helpers) for s in shape[2]]
         sizes = [f"{codes[k]}[{dim}]" for k, dim in contractions.output_dims(shape[1])]
         return f"torch.Size([{', '.join(sizes)}])"
+    if shape[0] in ("segment", "index_select"):  # Note [Segment sums]
+        _, inner, dim, index, *size = shape
+        code = _shape_code(inner, helpers)
+        head = "" if dim == 0 else f"*{code}[:{dim}], "
+        tail = "" if dim == -1 else f", *{code}[{dim + 1}:]"
+        count = size[0] if size else f"{index}.shape[0]"
+        return f"torch.Size([{head}{count}{tail}])"
     _, inner, dims, keepdim = shape
     dims_code = "None" if dims is None else repr(dims)
     return (

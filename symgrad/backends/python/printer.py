@@ -219,6 +219,19 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         """The subscripts are letters, commas and '->' only: a plain string literal."""
         return f'torch.einsum("{subscripts}", {", ".join(operands)})'
 
+    # --- Segment sums (symgrad.backends.forms.segments) -----------------------------------
+
+    def _spell_segment_zeros(self, like: str, dim: int, size: str) -> str:
+        head = "" if dim == 0 else f"*{like}.shape[:{dim}], "
+        tail = "" if dim == -1 else f", *{like}.shape[{dim + 1}:]"
+        return f"{like}.new_zeros(({head}{size}{tail}))"
+
+    def _spell_index_add(self, zeros: str, dim: int, index: str, source: str) -> str:
+        return f"{zeros}.index_add({dim}, {index}, {source})"
+
+    def _spell_index_select(self, value: str, dim: int, index: str) -> str:
+        return f"torch.index_select({value}, {dim}, {index})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

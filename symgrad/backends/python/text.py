@@ -169,6 +169,14 @@ class _ReadablePrinter(StrPrinter):
             return f"matmul({operands})"
         return f"einsum({expr.subscripts!r}, {operands})"
 
+    def _print_SegmentSum(self, expr: Any) -> str:
+        source, index = self._print(expr.source), self._print(expr.index)
+        return f"segment_sum({source}, {index}, {expr.dim}, {self._print(expr.size)})"
+
+    def _print_IndexSelect(self, expr: Any) -> str:
+        value, index = self._print(expr.argument), self._print(expr.index)
+        return f"index_select({value}, {expr.dim}, {index})"
+
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
         return f"{expr.name}({self._print(expr.argument)}{dims})"
