@@ -13,10 +13,11 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 TUTORIAL = REPO_ROOT / "docs" / "tutorial.md"
+SHAPES_TUTORIAL = REPO_ROOT / "docs" / "tutorial-shapes.md"
 
 
-def _blocks(language: str) -> list[str]:
-    text = TUTORIAL.read_text(encoding="utf-8")
+def _blocks(language: str, path: Path = TUTORIAL) -> list[str]:
+    text = path.read_text(encoding="utf-8")
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
@@ -51,3 +52,12 @@ def test_tutorial_shell_block_generates_and_tests_the_module(tmp_path: Path) -> 
         assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "my_functions" / "swish.py").is_file()
     assert (tmp_path / "my_functions" / "test_swish.py").is_file()
+
+
+def test_shapes_tutorial_python_blocks_run_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, object] = {"__name__": "tutorial_shapes"}
+    blocks = _blocks("python", SHAPES_TUTORIAL)
+    assert len(blocks) == 8  # the helper, then one block per construct and the refusal
+    for block in blocks:
+        exec(compile(block, str(SHAPES_TUTORIAL), "exec"), namespace)
+    assert "outputs.y: chunk(): 2 chunks do not divide size 5 of dim 1" in capsys.readouterr().out
