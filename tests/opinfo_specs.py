@@ -483,6 +483,40 @@ def view_builder(method: str) -> Builder:
     return build
 
 
+def cat_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """cat(tensors, dim=0) (symgrad.language.views): empty pieces are out of reach."""
+    tensors, dim = call.input, call.kwargs.get("dim", call.args[0] if call.args else 0)
+    if not isinstance(tensors, (list, tuple)) or len(call.args) + len(call.kwargs) > 1:
+        return f"operands {describe_call(call)}"
+    if any(t.numel() == 0 for t in tensors):
+        return "an empty piece"
+    names = [f"x{n}" for n in range(len(tensors))]
+    inputs = _declare(dict(zip(names, tensors, strict=True)), dtype)
+    if isinstance(inputs, str):
+        return inputs
+    expr = f"cat([{', '.join(names)}], {dim})"
+    return Case(_spec(inputs, expr), lambda call: dict(zip(names, call.input, strict=True)))
+
+
+def chunk_builder(piece: int) -> Builder:
+    """chunk(x, chunks, dim=0)[piece]: the language's chunks divide their dim evenly."""
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        values = _keywords(call, ("chunks", "dim"))
+        if isinstance(values, str):
+            return values
+        x, chunks, dim = call.input, values["chunks"], values.get("dim", 0)
+        if x.ndim == 0 or x.shape[dim] % chunks:
+            return f"{chunks} chunks of size {x.shape[dim] if x.ndim else 0}: uneven pieces"
+        inputs = _declare({"x": x}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        expr = f"chunk(x, {chunks}, {dim})[{piece % chunks}]"
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
 # The letters of matmul's batch dims, apart from its matrix letters i, j, k.
 _BATCH_LETTERS = "pqrstuvw"
 
@@ -833,6 +867,9 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),
+    OpMapping("cat", "", cat_builder),
+    OpMapping("chunk", "", chunk_builder(0), label="first piece", output=0),
+    OpMapping("chunk", "", chunk_builder(-1), label="last piece", output=-1),
     OpMapping("cumsum", "", along_builder("cumsum")),
     OpMapping("flip", "", along_builder("flip")),
     OpMapping("fliplr", "", along_builder("fliplr")),
