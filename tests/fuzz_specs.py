@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,8 @@ class _Drawer:
 
     rng: random.Random
     leaves: list[Node] = field(default_factory=list)
+    # The index inputs drawn: name -> (shape, bound), the values 0 <= i < bound.
+    indices: dict[str, tuple[Shape, int]] = field(default_factory=dict)
 
     def shapes(self) -> list[Shape]:
         """1-3 shapes that broadcast together: suffixes of a base, some dims set to 1."""
@@ -172,8 +174,10 @@ class _Drawer:
             return self.contraction(depth)
         if kind < 0.90:
             return self.softmax(self.expression(depth - 1))
-        if kind < 0.95:
+        if kind < 0.93:
             return self.view(depth)
+        if kind < 0.96:
+            return self.indexed(depth)
         return self.where(depth)
 
     def cancelling(self, depth: int) -> Node:
@@ -187,7 +191,7 @@ class _Drawer:
             return x
         template, function = self.rng.choice(CANCELLING)
         run = _binary(function, a, x)
-        shape = tuple(run(_zeros_env(self.leaves)).shape)
+        shape = tuple(run(_zeros_env(self.leaves, self.indices)).shape)
         tensor = a.tensor if "{a}" in template else False
         return Node(template.format(a=a.text, x=x.text), run, shape, tensor or x.tensor)
 
@@ -208,7 +212,7 @@ class _Drawer:
         if keepdim:
             text += ", keepdim=True"
         run = _reduce(name, child, dims, keepdim)
-        shape = tuple(run(_zeros_env(self.leaves)).shape)
+        shape = tuple(run(_zeros_env(self.leaves, self.indices)).shape)
         return Node(f"{name}({text})", run, shape)
 
     def contraction(self, depth: int) -> Node:
@@ -293,8 +297,36 @@ class _Drawer:
 
         return self._shaped(f"cat([{child.text}, {other.text}], {dim})", cat)
 
+    def indexed(self, depth: int) -> Node:
+        """A gather along a dim, or a segment sum into 1-3 segments, by a new index input."""
+        child = self.expression(depth - 1)
+        if not child.tensor or not child.shape:
+            return child
+        rank = len(child.shape)
+        dim = self.rng.randrange(rank) - (rank if self.rng.random() < 0.5 else 0)
+        name = f"i{len(self.indices)}"
+        if self.rng.random() < 0.5:
+            shape = list(child.shape)
+            shape[dim] = self.rng.randint(1, 3)
+            self.indices[name] = (tuple(shape), child.shape[dim])
+
+            def gather(env: Env) -> Any:
+                return torch.gather(child.run(env), dim, env[name])
+
+            return self._shaped(f"gather({child.text}, {dim}, {name})", gather)
+        size = self.rng.randint(1, 3)
+        self.indices[name] = ((child.shape[dim],), size)
+
+        def segment_sum(env: Env) -> Any:
+            value = child.run(env)
+            shape = list(value.shape)
+            shape[dim] = size
+            return value.new_zeros(shape).index_add(dim, env[name], value)
+
+        return self._shaped(f"segment_sum({child.text}, {name}, {dim}, {size})", segment_sum)
+
     def _shaped(self, text: str, run: Callable[[Env], Any]) -> Node:
-        return Node(text, run, tuple(run(_zeros_env(self.leaves)).shape))
+        return Node(text, run, tuple(run(_zeros_env(self.leaves, self.indices)).shape))
 
     def where(self, depth: int) -> Node:
         cond = self.expression(depth - 1)
@@ -335,9 +367,13 @@ def _reduce(name: str, child: Node, dims: list[int] | None, keepdim: bool) -> Ca
     return run
 
 
-def _zeros_env(leaves: list[Node]) -> Env:
-    """An environment of zeros in each leaf's shape, to work out shapes."""
-    return {leaf.text: torch.zeros(leaf.shape) for leaf in leaves}
+def _zeros_env(leaves: list[Node], indices: Mapping[str, tuple[Shape, int]]) -> Env:
+    """An environment of zeros in each leaf's and index's shape, to work out shapes."""
+    env: Env = {leaf.text: torch.zeros(leaf.shape) for leaf in leaves}
+    env.update(
+        {name: torch.zeros(shape, dtype=torch.int64) for name, (shape, _) in indices.items()}
+    )
+    return env
 
 
 @dataclass(frozen=True)
@@ -349,6 +385,8 @@ class Case:
     inputs: dict[str, Shape]
     oracle: Callable[..., tuple[Any, ...]]
     differentiable: tuple[bool, ...]
+    # Index inputs, declared after the tensors: name -> (shape, bound of the values).
+    indices: dict[str, tuple[Shape, int]] = field(default_factory=dict)
 
     def yaml(self) -> str:
         import yaml
@@ -368,8 +406,9 @@ def random_case(seed: int) -> Case:
     drawer.leaves = [
         Node(n, lambda env, n=n: env[n], s) for n, s in zip(names, shapes, strict=True)
     ]
+    number: dict[str, Any] = {}
     if rng.random() < 0.4:
-        inputs["k"] = {"type": "float", "default": round(rng.uniform(0.2, 1.5), 2)}
+        number["k"] = {"type": "float", "default": round(rng.uniform(0.2, 1.5), 2)}
         drawer.leaves.append(Node("k", lambda env: env["k"], (), tensor=False))
     where: dict[str, str] = {}
     for index in range(rng.randint(0, 2)):
@@ -396,6 +435,9 @@ def random_case(seed: int) -> Case:
         outputs[f"y{index}"] = node.text if flag else {"expr": node.text, "differentiable": False}
         runs.append(node.run)
         differentiable.append(flag)
+    for name, (shape, _) in drawer.indices.items():
+        inputs[name] = {"type": "index", "shape": list(shape)}
+    inputs.update(number)
     data: dict[str, Any] = {"name": f"Fuzz{seed}", "inputs": inputs}
     if where:
         data["where"] = where
@@ -409,7 +451,8 @@ def random_case(seed: int) -> Case:
         }
         return tuple(run(values) for run in runs)
 
-    return Case(seed, data, dict(zip(names, shapes, strict=True)), oracle, tuple(differentiable))
+    shaped = dict(zip(names, shapes, strict=True))
+    return Case(seed, data, shaped, oracle, tuple(differentiable), dict(drawer.indices))
 
 
 def check_case(case: Case) -> str | None:
@@ -425,6 +468,12 @@ def check_case(case: Case) -> str | None:
         for shape in case.inputs.values()
     ]
     numbers = {k: v["default"] for k, v in case.data["inputs"].items() if v["type"] == "float"}
+    # Index values last from the generator, so that the tensors of index-free seeds stay.
+    indices = {
+        name: torch.randint(bound, shape, generator=generator)
+        for name, (shape, bound) in case.indices.items()
+    }
+    numbers = {**indices, **numbers}  # passed after the tensors, in the spec's order
     names = list(case.inputs)
     try:
         expected = case.oracle(**dict(zip(names, tensors, strict=True)), **numbers)
@@ -442,9 +491,11 @@ def _compare(
     case: Case,
     function: Callable[..., Any],
     tensors: list[torch.Tensor],
-    numbers: dict[str, float],
+    numbers: dict[str, Any],
     expected: tuple[Any, ...],
 ) -> str | None:
+    """The generated Function against the oracle: values, vjp, jvp, gradcheck and
+    gradgradcheck (`numbers` are the index and number inputs, after the tensors)."""
     actual = function(*tensors, *numbers.values())
     actual = actual if isinstance(actual, tuple) else (actual,)
     for index, (mine, want) in enumerate(zip(actual, expected, strict=True)):

@@ -118,3 +118,61 @@ def test_a_cancelled_term_beside_a_condition_keeps_the_dtype_in_double_backward(
         torch.tensor([0.7407, -0.8847], dtype=torch.float64, requires_grad=True),
     )
     assert torch.autograd.gradgradcheck(lambda *t: function(*t, 0.42), inputs)
+
+
+def _index_finding(outputs: dict[str, str]) -> Callable[..., Any]:
+    """The Function of `outputs` over x0 (shape [3]), an index i (shape [3]) and k."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Finding",
+            "inputs": {
+                "x0": {"type": "tensor", "shape": [3]},
+                "i": {"type": "index", "shape": [3]},
+                "k": {"type": "float", "default": K},
+            },
+            "outputs": outputs,
+        }
+    )
+    return getattr(symgrad.load_module(spec), spec.module)  # type: ignore[no-any-return]
+
+
+# name -> (outputs, the same formula in torch of x0, i and k)
+INDEX_CASES: dict[str, tuple[dict[str, str], Callable[..., Any]]] = {
+    # The argument's terms cancel to a number broadcast like x0; the segment sum itself
+    # was then broadcast with its index as well, [2] against [3] (fuzzer seed 500362).
+    "a segment sum of a cancelled argument": (
+        {"y": "segment_sum((1 + x0**2) * k / (1 + x0**2), i, 0, 2)"},
+        lambda x0, i, k: x0.new_zeros(2).index_add(0, i, k + 0 * x0),
+    ),
+    # A segment sum in a where branch with a pole: the guard of the untaken branch made
+    # the index a where() of the condition's shape, no longer a vector (seed 500391).
+    # The reference guards the pole by hand, as the generated backward does.
+    "a segment sum in a guarded branch": (
+        {"y": "where(x0 > 0, x0, log(-x0) * segment_sum(x0, i, 0, 3))"},
+        lambda x0, i, k: torch.where(
+            x0 > 0,
+            x0,
+            torch.log(-torch.where(x0 > 0, -1, x0)) * x0.new_zeros(3).index_add(0, i, x0),
+        ),
+    ),
+    # A number beside a gather became a tensor in the index's int64: 1 + k**2 was 1
+    # (seed 500904).
+    "a number beside a gather": (
+        {"y": "atan2(gather(x0, 0, i), 1 + k**2)"},
+        lambda x0, i, k: torch.atan2(x0.gather(0, i), torch.tensor(1 + k**2, dtype=x0.dtype)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", INDEX_CASES)
+def test_index_findings_match_autograd(name: str) -> None:
+    outputs, formula = INDEX_CASES[name]
+    function = _index_finding(outputs)
+    x0 = torch.tensor([0.7, -0.4, -1.3], dtype=torch.float64, requires_grad=True)
+    i = torch.tensor([1, 0, 1])
+    mine, want = function(x0, i, K), formula(x0, i, K)
+    torch.testing.assert_close(mine, want, rtol=1e-12, atol=1e-12)
+    cotangent = torch.linspace(-1, 1, want.numel(), dtype=torch.float64).reshape(want.shape)
+    (got,) = torch.autograd.grad(mine, x0, cotangent)
+    (expected,) = torch.autograd.grad(want, x0, cotangent)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)

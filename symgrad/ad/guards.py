@@ -25,9 +25,10 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 
 from symgrad.language.contractions import Einsum
-from symgrad.language.indexing import Gather
+from symgrad.language.indexing import Gather, IndexSymbol, ScatterAdd
 from symgrad.language.piecewise import Kink, Where, as_sympy
 from symgrad.language.scans import AlongDim
+from symgrad.language.segments import IndexSelect, SegmentSum
 from symgrad.language.views import Cat, View
 
 # Values tried, in order, when looking for a point that satisfies a condition.
@@ -83,6 +84,7 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
             v
             for v in branch.free_symbols - contracted
             if isinstance(v, sympy.Symbol)
+            and not isinstance(v, IndexSymbol)  # positions, not a point of the formula
             and (v in tensors or not (tensor_condition and v.is_integer))
         ),
         key=str,
@@ -94,8 +96,9 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
 
 
 # Nodes whose value's positions are not their arguments': a scan or sort moves values
-# along its dim, a view or cat reads them in another shape, a gather picks them.
-_MOVING = (AlongDim, View, Cat, Gather)
+# along its dim, a view or cat reads them in another shape, a gather, scatter, segment
+# sum or index_select moves them by an index (which must stay an index, never a where).
+_MOVING = (AlongDim, View, Cat, Gather, ScatterAdd, SegmentSum, IndexSelect)
 
 
 def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:

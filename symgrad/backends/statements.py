@@ -15,6 +15,7 @@ import sympy
 
 from symgrad.ad.ir import Assignment, Derived
 from symgrad.language import reductions
+from symgrad.language.indexing import IndexSymbol
 from symgrad.language.piecewise import is_condition
 
 
@@ -81,7 +82,7 @@ def value_tensors(
     A printed constant beside tensors takes the dtype of one of these. A condition
     temporary stands for the tensors it compares: beside where(c, f0, 1), a constant
     takes the dtype of the values c compares, never c's own bool (which would make 0.25
-    True, that is 1).
+    True, that is 1), and never an index input's int64 (which would make 1.15 into 1).
     """
     pending: list[sympy.Basic] = [sympy.Tuple(*args)]
     found: set[sympy.Basic] = set()
@@ -89,7 +90,7 @@ def value_tensors(
     while pending and not found:
         compared = []
         for symbol in pending.pop().free_symbols & tensors:
-            if symbol not in seen:
+            if symbol not in seen and not isinstance(symbol, IndexSymbol):
                 seen.add(symbol)
                 if symbol in conditions:
                     compared.append(conditions[symbol])

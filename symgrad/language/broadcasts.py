@@ -112,14 +112,14 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
 
 
 def _read_leaves(node: sympy.Basic) -> set[sympy.Basic]:
-    """The leaves of the values a shaped node reads: a cat's pieces, a contraction's operands,
-    else its argument."""
+    """The leaves of the values a shaped node reads: a cat's pieces, a contraction's operands
+    (and what they were summed from), else its arguments."""
     if isinstance(node, views.Cat):
         return set().union(*(leaves(piece) for piece in node.pieces))
     if isinstance(node, contractions.Einsum):  # and what a letter summed out was summed from
         inner = (o.argument for o in node.operands if isinstance(o, reductions.ReduceSum))
         return leaves(sympy.Tuple(*node.operands, *inner))
-    return leaves(node.args[0])
+    return leaves(sympy.Tuple(*node.args))  # a gather's or segment sum's index too
 
 
 def shape_sources(node: Broadcast) -> list[sympy.Basic]:
