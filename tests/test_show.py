@@ -188,6 +188,57 @@ def test_reductions_are_written_as_in_a_spec(formula: str, pretty: str, latex: s
     assert latex in symgrad.describe(spec, latex=True)
 
 
+@pytest.mark.parametrize(
+    ("formula", "pretty", "latex"),
+    [
+        (
+            "reshape(x, [1, -1])",
+            "y = reshape(x, [1, -1])",
+            "\\operatorname{reshape}{\\left(x, \\left[1, -1\\right] \\right)}",
+        ),
+        (
+            "unsqueeze(x, 0)",
+            "y = unsqueeze(x, 0)",
+            "\\operatorname{unsqueeze}{\\left(x, 0 \\right)}",
+        ),
+        (
+            "chunk(x, 2, dim=-1)[1]",
+            "y = chunk(x, 2, dim=-1)[1]",
+            "\\operatorname{chunk}{\\left(x, 2, \\mathrm{dim}=-1 \\right)}\\left[1\\right]",
+        ),
+        (
+            "cat([x, sin(x)], 0)",
+            "y = cat([x, sin(x)], dim=0)",
+            "\\operatorname{cat}{\\left(\\left[x, \\sin{\\left(x \\right)}\\right], "
+            "\\mathrm{dim}=0 \\right)}",
+        ),
+    ],
+)
+def test_views_are_written_with_their_arguments(formula: str, pretty: str, latex: str) -> None:
+    """A view's sizes, dim, chunk piece and cat pieces are shown, not dropped."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Viewed",
+            "inputs": {"x": {"type": "tensor", "shape": [2, 4]}},
+            "outputs": {"y": formula},
+        }
+    )
+    assert pretty in symgrad.describe(spec)
+    assert latex in symgrad.describe(spec, latex=True)
+
+
+def test_a_chunks_gradient_is_a_cat_of_its_pieces_gradients() -> None:
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Halves",
+            "inputs": {"x": {"type": "tensor", "shape": [2, 4]}},
+            "outputs": {"y": "chunk(x, 2, dim=-1)[0] * chunk(x, 2, dim=-1)[1]"},
+        }
+    )
+    text = symgrad.describe(spec)
+    assert "grad_x from y = cat([" in text and "], dim=-1)" in text
+
+
 def test_gradients_through_a_reduction_are_products_written_as_sums() -> None:
     spec = symgrad.spec_from_dict(
         {

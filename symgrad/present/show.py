@@ -21,6 +21,7 @@ from symgrad.ad.ir import Derived
 from symgrad.frontend.model import Input, Output, Spec
 from symgrad.language.piecewise import Where
 from symgrad.language.reductions import Shapes, SumTo, reduce, summed_reduction
+from symgrad.present.arguments import keywords, piece, spec_name
 
 # What `show` prints for a derivative too long to be worth reading.
 LONG_PARTIAL = "long; see the generated backward"
@@ -222,38 +223,6 @@ def _recomputed(derived: Derived) -> list[str]:
     return [i.name for i in derived.spec.intermediates if i.symbol in targets]
 
 
-def _spec_name(expr: Any) -> str | None:
-    """The name a spec uses for this function, where it differs from the class name.
-
-    The language's nodes carry it as `name` (reductions, kinks, the backward's shape
-    helpers); the docstrings of the Python backend print the same.
-    """
-    spelled = getattr(type(expr), "name", None)
-    return spelled if isinstance(spelled, str) else None
-
-
-def _keywords(expr: Any) -> list[sympy.Basic] | None:
-    """The arguments of a reduction or softmax as a spec writes them: `dim=-1`, `keepdim=True`.
-
-    None for any other function. (Duck-typed: the nodes store dims as plain arguments.)
-    """
-    if not hasattr(expr, "argument") or _spec_name(expr) is None:
-        return None
-    keywords = []
-    dims = getattr(expr, "dims", None) or getattr(expr, "dim", None)
-    if isinstance(dims, int) or (isinstance(dims, tuple) and len(dims) == 1):
-        keywords.append(f"dim={dims if isinstance(dims, int) else dims[0]}")
-    elif dims:
-        keywords.append(f"dim={list(dims)}")
-    if getattr(expr, "keepdim", False):
-        keywords.append("keepdim=True")
-    if getattr(expr, "descending", False):  # a sort
-        keywords.append("descending=True")
-    if getattr(expr, "index", None) is not None:  # a gather: its index after the dim
-        keywords.append(f"index={expr.index}")
-    return [expr.argument, *(sympy.Symbol(k) for k in keywords)]
-
-
 def _as_piecewise(expr: Any) -> sympy.Piecewise:
     """`where(c1, a, where(c2, b, d))` as sympy's Piecewise, which printers draw as cases."""
     cases = []
@@ -298,10 +267,18 @@ class _PrettyPrinter(PrettyPrinter):
     def _print_Function(
         self, expr: Any, sort: bool = False, func_name: Any = None, **kw: Any
     ) -> Any:
-        keywords = _keywords(expr)
-        if keywords is not None:
-            return self._helper_print_function(expr.func, keywords, func_name=_spec_name(expr))
-        return super()._print_Function(expr, sort, func_name or _spec_name(expr), **kw)
+        shown = keywords(expr)
+        if shown is None:
+            return super()._print_Function(expr, sort, func_name or spec_name(expr), **kw)
+        form = self._helper_print_function(expr.func, shown, func_name=spec_name(expr))
+        subscript = piece(expr)
+        return form if subscript is None else prettyForm(*form.right(f"[{subscript}]"))
+
+    def _print_Listed(self, expr: Any) -> prettyForm:
+        return self._print_seq(expr.args, "[", "]")
+
+    def _print_ShapeOf(self, expr: Any) -> prettyForm:
+        return self._helper_print_function(expr.func, expr.args, func_name="shape")
 
     def _print_Where(self, expr: Any) -> prettyForm:
         return self._print(_as_piecewise(expr))
@@ -324,18 +301,29 @@ class _LatexPrinter(LatexPrinter):
         text: str = super()._print_Symbol(expr, style)
         if "=" in expr.name:  # a keyword argument, dim=-1
             name, value = expr.name.split("=")
-            return f"\\mathrm{{{name}}}={value}"
+            shown = (
+                _word(value) if value.isidentifier() and value not in ("True", "False") else value
+            )
+            return f"\\mathrm{{{name}}}={shown}"
         if _has_verbatim_name(expr) or (text == expr.name and len(text) > 1):
             return _word(expr.name)  # a word, not a product of letters
         return text
 
     def _print_Function(self, expr: Any, exp: Any = None) -> str:
-        name = _spec_name(expr)
+        name = spec_name(expr)
         if name is None:
             text: str = super()._print_Function(expr, exp)
             return text
-        args = ", ".join(self._print(arg) for arg in _keywords(expr) or expr.args)
-        return _power(f"{_operator(name)}{{\\left({args} \\right)}}", exp)
+        args = ", ".join(self._print(arg) for arg in keywords(expr) or expr.args)
+        subscript = piece(expr)
+        after = "" if subscript is None else f"\\left[{subscript}\\right]"
+        return _power(f"{_operator(name)}{{\\left({args} \\right)}}{after}", exp)
+
+    def _print_ShapeOf(self, expr: Any, exp: Any = None) -> str:
+        return f"{_operator('shape')}{{\\left({self._print(expr.args[0])} \\right)}}"
+
+    def _print_Listed(self, expr: Any, exp: Any = None) -> str:
+        return "\\left[" + ", ".join(self._print(arg) for arg in expr.args) + "\\right]"
 
     def _print_Str(self, expr: Any) -> str:
         """An einsum's subscripts, as typed: letters, commas and '->'."""
