@@ -251,3 +251,15 @@ def test_calibration_writes_a_cost_table_that_symgrad_reads(tmp_path: Path) -> N
     assert table.of("mul") == 1.0 and set(symgrad_costs.ARITHMETIC) <= set(table.relative)
     # Every function of the language is priced (polygamma takes an integer order).
     assert set(functions.FUNCTIONS) - {"polygamma"} <= set(table.relative)
+
+
+def test_the_memory_table_measures_every_case(tmp_path: Path) -> None:
+    from bench import memory
+
+    results = {case.name: memory.measure(case, rows=2) for case in memory.CASES}
+    for name, found in results.items():
+        assert found["original"] > 0 and found["eager"] > 0 and found["generated"] > 0, name
+    # The original of the fake quantiser saves one bool per element: 2 rows of 1024.
+    assert results["fake_quantize"]["original"] == 2 * memory.CHANNELS
+    table = memory.render(results, 2, ["--rows", "2"])
+    assert table.count("\n| ") == len(memory.CASES) + 2  # the header, its rule, the rows

@@ -1,0 +1,261 @@
+"""Bytes saved for backward: generated Functions against eager autograd and the originals.
+
+Real hand-written Functions save less than a literal formula's autograd graph: a bool
+mask where a float would do, a per-row statistic rather than a full-size tensor. Each
+case here is one of them written as a spec, with the original's saved tensors listed by
+shape and dtype (read from its `save_for_backward`), so that its bytes are computed, not
+guessed. The generated Function's and eager autograd's bytes are measured with saved-tensor
+hooks, counting each storage once (an input saved twice is one tensor), and the peak of
+one forward+backward beside them.
+
+    python -m bench.memory [--rows N] [--save]
+
+writes build/bench/memory.md, or bench/results/memory.md with --save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import symgrad
+from bench.measure import make_step, measure_peak, measure_saved
+
+RESULTS = Path("bench/results/memory.md")
+SCRATCH = Path("build/bench/memory.md")
+CHANNELS = 1024
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    """One real Function as a spec, the same formula in torch, and what the original saves."""
+
+    name: str
+    # Where the original lives, for the report.
+    origin: str
+    spec: dict[str, Any]
+    # The literal formula in plain torch, as eager autograd sees it.
+    formula: Callable[..., Tensor]
+    # The inputs for `rows` rows of CHANNELS, in the spec's order.
+    make_inputs: Callable[[int], tuple[Tensor, ...]]
+    # What the original saves, as (shape, dtype) of `rows`; inputs it saves count too.
+    original_saves: Callable[[int], list[tuple[tuple[int, ...], torch.dtype]]]
+
+
+def _x(rows: int) -> Tensor:
+    return torch.randn(rows, CHANNELS).requires_grad_()
+
+
+def _full(rows: int, dtype: torch.dtype = torch.float32) -> tuple[tuple[int, ...], torch.dtype]:
+    return (rows, CHANNELS), dtype
+
+
+def _channels(dtype: torch.dtype = torch.float32) -> tuple[tuple[int, ...], torch.dtype]:
+    return (CHANNELS,), dtype
+
+
+def _gelu_tanh(u: Tensor) -> Tensor:
+    return 0.5 * u * (1 + torch.tanh(0.79788456 * u * (1 + 0.044715 * u * u)))
+
+
+_GELU_TANH = "0.5 * u * (1 + tanh(0.79788456 * u * (1 + 0.044715 * u * u)))"
+
+
+def _fake_quantize(x: Tensor, scale: float, zero: float, low: float, high: float) -> Tensor:
+    q = torch.clamp(torch.round(x / scale) + zero, low, high)
+    return (q - zero) * scale
+
+
+CASES: tuple[MemoryCase, ...] = (
+    MemoryCase(
+        "bias_gelu",
+        "Megatron-LM, flash-attn: GeLUFunction (bias_gelu)",
+        {
+            "name": "BiasGeLU",
+            "inputs": {"x": "tensor", "bias": {"type": "tensor", "shape": [CHANNELS]}},
+            "where": {"u": "x + bias"},
+            "outputs": {"y": _GELU_TANH},
+        },
+        lambda x, bias: _gelu_tanh(x + bias),
+        lambda rows: (_x(rows), torch.randn(CHANNELS).requires_grad_()),
+        lambda rows: [_full(rows), _channels()],
+    ),
+    MemoryCase(
+        "fast_gelu",
+        "flash-attn: FastGeLUFunction",
+        {
+            "name": "FastGeLU",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": _GELU_TANH.replace("u", "x")},
+        },
+        _gelu_tanh,
+        lambda rows: (_x(rows),),
+        lambda rows: [_full(rows)],
+    ),
+    MemoryCase(
+        "dyt",
+        "Liger-Kernel: LigerDyTFunction",
+        {
+            "name": "DyT",
+            "inputs": {
+                "x": "tensor",
+                "alpha": {"type": "tensor", "shape": [1]},
+                "gamma": {"type": "tensor", "shape": [CHANNELS]},
+                "beta": {"type": "tensor", "shape": [CHANNELS]},
+            },
+            "outputs": {"y": "gamma * tanh(alpha * x) + beta"},
+        },
+        lambda x, alpha, gamma, beta: gamma * torch.tanh(alpha * x) + beta,
+        lambda rows: (
+            _x(rows),
+            torch.full((1,), 0.5).requires_grad_(),
+            torch.randn(CHANNELS).requires_grad_(),
+            torch.randn(CHANNELS).requires_grad_(),
+        ),
+        lambda rows: [_full(rows), ((1,), torch.float32), _channels()],
+    ),
+    MemoryCase(
+        "rms_norm",
+        "apex: FusedRMSNormAffineFunction",
+        {
+            "name": "RMSNorm",
+            "inputs": {
+                "x": "tensor",
+                "weight": {"type": "tensor", "shape": [CHANNELS]},
+                "eps": {"type": "float", "default": 1e-5},
+            },
+            "outputs": {"y": "x / sqrt(mean(x**2, dim=-1, keepdim=True) + eps) * weight"},
+        },
+        lambda x, w: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
+        lambda rows: (_x(rows), torch.randn(CHANNELS).requires_grad_()),
+        lambda rows: [_full(rows), _channels(), ((rows,), torch.float32)],
+    ),
+    MemoryCase(
+        "fake_quantize",
+        "torchao: _FakeQuantizeFunction (straight-through inside the range)",
+        {
+            "name": "FakeQuantize",
+            "inputs": {
+                "x": "tensor",
+                "scale": {"type": "float", "default": 0.05},
+                "zero": {"type": "float", "default": 3.0},
+                "low": {"type": "float", "default": -128.0},
+                "high": {"type": "float", "default": 127.0},
+            },
+            "where": {"q": "clamp(round(x / scale) + zero, low, high)"},
+            "outputs": {"y": "(q - zero) * scale"},
+            "gradients": {
+                "y": {
+                    "x": "where(round(x / scale) + zero >= low "
+                    "and round(x / scale) + zero <= high, 1, 0)"
+                }
+            },
+        },
+        lambda x: _fake_quantize(x, 0.05, 3.0, -128.0, 127.0),
+        lambda rows: (_x(rows),),
+        lambda rows: [_full(rows, torch.bool)],
+    ),
+    MemoryCase(
+        "abs_binary_sign",
+        "brevitas: AbsBinarySignGradFn",
+        {
+            "name": "AbsBinarySign",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": "abs(x)"},
+            "gradients": {"y": {"x": "where(x >= 0, 1, -1)"}},
+        },
+        torch.abs,
+        lambda rows: (_x(rows),),
+        lambda rows: [_full(rows, torch.int8)],
+    ),
+)
+
+
+def _nbytes(shape: Sequence[int], dtype: torch.dtype) -> int:
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def measure(case: MemoryCase, rows: int) -> dict[str, int | None]:
+    """Saved bytes of the original (computed), eager autograd and the generated Function,
+    and the peak bytes of one forward+backward of the latter two."""
+    spec = symgrad.spec_from_dict(case.spec)
+    function = getattr(symgrad.load_module(spec), spec.module)  # residual outputs hidden
+    inputs = case.make_inputs(rows)
+    declared = [v for v in case.spec["inputs"].values() if isinstance(v, dict)]
+    numbers = [v["default"] for v in declared if v.get("type") == "float"]
+
+    def generated(*tensors: Tensor) -> Tensor:
+        result: Tensor = function(*tensors, *numbers)
+        return result
+
+    grad = torch.ones_like(case.formula(*inputs))
+    cpu = torch.device("cpu")
+    return {
+        "original": sum(_nbytes(s, d) for s, d in case.original_saves(rows)),
+        "eager": measure_saved(case.formula, inputs).nbytes,
+        "generated": measure_saved(generated, inputs).nbytes,
+        "eager peak": measure_peak(make_step(case.formula, inputs, grad), cpu),
+        "generated peak": measure_peak(make_step(generated, inputs, grad), cpu),
+    }
+
+
+def _megabytes(count: int | None) -> str:
+    return "-" if count is None else f"{count / 2**20:.2f}"
+
+
+def render(results: dict[str, dict[str, int | None]], rows: int, argv: Sequence[str]) -> str:
+    """The markdown table: MiB saved, the generated Function's ratio to each, and the
+    peak MiB of forward+backward (torch's profiler's CPU allocations)."""
+    lines = [
+        "# symgrad benchmark: bytes saved for backward",
+        "",
+        f"Inputs [{rows}, {CHANNELS}] float32; torch {torch.__version__}; symgrad "
+        f"{symgrad.__version__}.",
+        "",
+        f"Command: `{' '.join(['python -m bench.memory', *argv])}`",
+        "",
+        "| case | origin | saved MiB: original | eager | generated | vs original | vs eager "
+        "| peak MiB: eager | generated |",
+        "| --- | --- | --: | --: | --: | --: | --: | --: | --: |",
+    ]
+    origins = {case.name: case.origin for case in CASES}
+    for name, found in results.items():
+        original, eager, generated = (
+            int(found[k] or 0) for k in ("original", "eager", "generated")
+        )
+        lines.append(
+            f"| {name} | {origins[name]} | {_megabytes(original)} | {_megabytes(eager)} | "
+            f"{_megabytes(generated)} | {generated / original:.2f}x | {generated / eager:.2f}x "
+            f"| {_megabytes(found['eager peak'])} | {_megabytes(found['generated peak'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure every case and write the report."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1024, help="rows of 1024 channels")
+    parser.add_argument("--save", action="store_true", help="write bench/results/memory.md")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    args = parser.parse_args(argv)
+    chosen = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
+    results = {case.name: measure(case, args.rows) for case in chosen}
+    text = render(results, args.rows, argv)
+    output = RESULTS if args.save else SCRATCH
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
