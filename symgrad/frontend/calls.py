@@ -71,6 +71,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return contraction_call(walker, node, spelling, depth)
     if spelling == segments.SEGMENT_SUM:
         return _segment_sum_call(walker, node, depth)
+    if spelling == segments.INDEX_SELECT:
+        return _index_select_call(walker, node, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -210,6 +212,17 @@ def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
     index = _index_input(walker, given["index"])
     dim = _small_integer(walker, given["dim"], "segment_sum")
     return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
+
+
+def _index_select_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """index_select(e, dim, index): torch.index_select by a 1-d index input (Note [Index
+    selects])."""
+    given = _arguments(walker, node, segments.INDEX_SELECT, ("dim", "index"))
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given["index"])
+    return segments.index_select(
+        argument, _small_integer(walker, given["dim"], "index_select"), index
+    )
 
 
 def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:

@@ -31,6 +31,7 @@ def function_names() -> list[str]:
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
+        segments.INDEX_SELECT,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",
