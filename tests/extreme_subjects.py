@@ -108,8 +108,19 @@ _GATHERS: dict[str, tuple[str, Callable[..., Any], list[int]]] = {
         lambda x, i: x.new_zeros(3, x.shape[1]).index_add(0, i, x),
         [6],
     ),
+    "segment_amax": ("segment_amax(x, i, 0, 3)", lambda x, i: _segment_amax(x, i, 3), [6]),
     "index_select": ("index_select(x, 0, i)", lambda x, i: torch.index_select(x, 0, i), [6]),
 }
+
+
+def _segment_amax(x: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+    """Each segment's amax of rows, zero when empty: torch's scatter_reduce gives the same
+    values, but its gradient counts the left-out zeros as a tie where a maximum is 0."""
+    rows = [
+        x[index == s].amax(0) if (index == s).any() else x.new_zeros(x.shape[1:])
+        for s in range(size)
+    ]
+    return torch.stack(rows)
 
 
 def _expm1(x: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ from symgrad.language import (
     reductions,
     rules,
     scans,
+    segment_extrema,
     segments,
     views,
 )
@@ -182,6 +183,11 @@ class ReverseSweep:
                     if operand in order:  # Note [Contractions]: a contraction again
                         spread = contractions.einsum_adjoint(node, exact, k)
                         add(operand, Term(spread, operand, True))
+            elif isinstance(node, segment_extrema.SegmentAmax):  # Note [Segment maxima]
+                exact = fit(adjoint, node, self.shapes, exact=True).expr
+                spread = segment_extrema.source_adjoint(node, exact)
+                mask = segment_extrema.is_tie(node)
+                add(node.source, Term(spread, node.source, True, mask))
             elif isinstance(node, segments.SegmentSum):  # Note [Segment sums]
                 exact = fit(adjoint, node, self.shapes, exact=True).expr
                 selected = segments.segment_sum_adjoint(node, exact)

@@ -158,16 +158,16 @@ def check_segment_sums(spec: Spec) -> None:
         index, shape = by_symbol[node.index], test_shape(node.source, spec, values)
         assert index.shape is not None
         if not shape:
-            raise SpecError(location, "segment_sum() needs a value with dimensions", path)
+            raise SpecError(location, f"{node.name}() needs a value with dimensions", path)
         if not -len(shape) <= node.dim < len(shape):
-            message = f"segment_sum() dim {node.dim} is out of range for {len(shape)} dimensions"
+            message = f"{node.name}() dim {node.dim} is out of range for {len(shape)} dimensions"
             raise SpecError(location, message, path)
         if node.size.is_Symbol and by_symbol[node.size].default is None:
-            message = f"segment_sum() size {node.size} needs a default, the test's segment count"
+            message = f"{node.name}() size {node.size} needs a default, the test's segment count"
             raise SpecError(location, message, path)
         if list(index.shape) != [shape[node.dim]]:
             message = (
-                f"segment_sum() index {index.name!r} must have shape [{shape[node.dim]}], one "
+                f"{node.name}() index {index.name!r} must have shape [{shape[node.dim]}], one "
                 f"position per slice along dim {node.dim}, but has {list(index.shape)}"
             )
             raise SpecError(location, message, path)

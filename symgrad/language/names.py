@@ -12,6 +12,7 @@ from symgrad.language import (
     piecewise,
     reductions,
     scans,
+    segment_extrema,
     segments,
     views,
 )
@@ -32,6 +33,7 @@ def function_names() -> list[str]:
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
         segments.INDEX_SELECT,
+        segment_extrema.SEGMENT_AMAX,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

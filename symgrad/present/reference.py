@@ -132,6 +132,12 @@ def _functions_section() -> list[str]:
         "`dim` at a 1-d index input's positions (a slice may be read many times or never). "
         "Its gradient is the segment sum (`index_add`) of the gradient into zeros of "
         "`e`'s shape.",
+        "- `segment_amax(e, index, dim, size)`: the maximum of the slices of `e` that go to "
+        "each segment, as `segment_sum` reads `index` and `size`: `scatter_reduce(dim, "
+        'index, e, "amax", include_self=False)` on zeros (the index expanded), so an '
+        "empty segment is 0, as torch leaves it. Its gradient is shared evenly among the "
+        "slices tied for a segment's "
+        "maximum, as amax's.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

@@ -171,7 +171,9 @@ class _ReadablePrinter(StrPrinter):
 
     def _print_SegmentSum(self, expr: Any) -> str:
         source, index = self._print(expr.source), self._print(expr.index)
-        return f"segment_sum({source}, {index}, {expr.dim}, {self._print(expr.size)})"
+        return f"{expr.name}({source}, {index}, {expr.dim}, {self._print(expr.size)})"
+
+    _print_SegmentAmax = _print_SegmentAmaxAgain = _print_SegmentSum
 
     def _print_IndexSelect(self, expr: Any) -> str:
         value, index = self._print(expr.argument), self._print(expr.index)
