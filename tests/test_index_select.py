@@ -109,3 +109,44 @@ def test_index_select_misuses_are_refused(output: str, index: list[int], message
     with pytest.raises(SpecError, match=re.escape(message)) as error:
         _spec(output, index)
     assert error.value.key_path.startswith("outputs.y")
+
+
+@pytest.mark.parametrize(
+    ("output", "moved"),
+    [
+        ("where(x > 0, sqrt(index_select(x, 0, index)), 0)", lambda x, i: x.index_select(0, i)),
+        (
+            "where(x > 0, log(segment_sum(x, index, 0, 4)), 0)",
+            lambda x, i: x.new_zeros(4, 3).index_add(0, i, x),
+        ),
+        (
+            "where(x > 0, log(segment_amax(x, index, 0, 4)), 0)",
+            lambda x, i: x.new_zeros(4, 3).scatter_reduce(
+                0, i.unsqueeze(1).expand(4, 3), x, "amax", include_self=False
+            ),
+        ),
+    ],
+)
+def test_a_guarded_branch_guards_a_selection_as_a_whole(output: str, moved: Any) -> None:
+    """A `where` branch's NaN guard replaces the index_select or segment reduction, not
+    its argument (whose positions are not the condition's) nor the index: the values
+    are torch's, NaN where the taken branch reads a negative value, and the gradients
+    those of the branch guarded as a whole."""
+    spec = _spec(output, index=[4])
+    module = load_module(spec)
+    x = torch.tensor(
+        [[1.0, -2.0, 3.0], [-1.0, 2.0, 3.0], [2.0, 2.0, -3.0], [1.0, 1.0, 1.0]],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
+    index = torch.tensor([1, 0, 3, 1])
+    function = torch.sqrt if "sqrt" in output else torch.log
+    value = moved(x, index)
+    actual = module.select(x, index)
+    torch.testing.assert_close(actual, torch.where(x > 0, function(value), 0), equal_nan=True)
+    assert actual.isnan().any()  # row 1 is read where row 0 is positive
+    expected = torch.where(x > 0, function(torch.where(x > 0, value, 1)), 0)
+    cotangent = torch.randn_like(expected)
+    (grad,) = torch.autograd.grad(actual, x, cotangent)
+    (want,) = torch.autograd.grad(expected, x, cotangent)
+    torch.testing.assert_close(grad, want, equal_nan=True)

@@ -28,6 +28,7 @@ from symgrad.language.contractions import Einsum
 from symgrad.language.indexing import Gather
 from symgrad.language.piecewise import Kink, Where, as_sympy
 from symgrad.language.scans import AlongDim
+from symgrad.language.segments import IndexSelect, SegmentSum
 from symgrad.language.views import Cat, View
 
 # Values tried, in order, when looking for a point that satisfies a condition.
@@ -94,8 +95,9 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
 
 
 # Nodes whose value's positions are not their arguments': a scan or sort moves values
-# along its dim, a view or cat reads them in another shape, a gather picks them.
-_MOVING = (AlongDim, View, Cat, Gather)
+# along its dim, a view or cat reads them in another shape, a gather or index_select
+# picks them, a segment sum or maximum gathers them into segments.
+_MOVING = (AlongDim, View, Cat, Gather, IndexSelect, SegmentSum)
 
 
 def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:
