@@ -107,3 +107,18 @@ def test_the_node_count_is_an_input(module: object) -> None:
     score = _score(6).detach()
     wider = module.edge_softmax(score, DST, 10)  # type: ignore[attr-defined]
     torch.testing.assert_close(wider, _dgl_forward(score, DST, 10))
+
+
+def test_vmap_batches_the_edge_softmax(module: object) -> None:
+    """A batch of score tensors over one graph: values and gradients per sample."""
+    apply = module.edge_softmax  # type: ignore[attr-defined]
+    scores = torch.randn(4, 9, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    weights = torch.arange(18, dtype=torch.float64).view(9, 2)
+    actual = torch.func.vmap(apply, in_dims=(0, None, None))(scores, DST, NODES)
+    torch.testing.assert_close(actual, torch.stack([_dgl_forward(s, DST, NODES) for s in scores]))
+    grads = torch.func.vmap(torch.func.grad(lambda s: (apply(s, DST, NODES) * weights).sum()))(
+        scores
+    )
+    for score, grad in zip(scores, grads, strict=True):
+        out = _dgl_forward(score, DST, NODES)
+        torch.testing.assert_close(grad, _dgl_backward(out, weights, DST, NODES))
