@@ -17,10 +17,11 @@ from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.scans import ScanForms
+from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import contractions, piecewise, scans, segments, views
+from symgrad.language import contractions, piecewise, scans, segment_extrema, segments, views
 from symgrad.language.indexing import index_symbol
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
@@ -135,6 +136,29 @@ FORMS = {
         "torch.index_select(x, 0, i)",
         "at::index_select(x, 0, i)",
     ),
+    "an index_select's adjoint: index_add into zeros of the selected value's shape": (
+        segments.IndexAdd(a, sympy.Symbol("shape"), sympy.Integer(1), i),
+        "a.new_zeros(shape).index_add(1, i, a)",
+        "at::index_add(at::zeros(shape, a.options()), 1, i, a)",
+    ),
+    "a segment maximum: scatter_reduce amax into zeros, the index expanded, zeros left out": (
+        segment_extrema.segment_amax(x, 0, i, sympy.Integer(4)),
+        "x.new_zeros((4, *x.shape[1:])).scatter_reduce(0, i.view((-1,) + (1,) * (x.dim() - 1))"
+        '.expand_as(x), x, "amax", include_self=False)',
+        "at::scatter_reduce([&] { auto sizes = x.sizes().vec(); "
+        "sizes[at::maybe_wrap_dim(0, x.dim())] = 4; return at::zeros(sizes, x.options()); }(), "
+        "0, [&] { std::vector<int64_t> sizes(x.dim(), 1); sizes[at::maybe_wrap_dim(0, x.dim())]"
+        ' = -1; return i.view(sizes).expand_as(x); }(), x, "amax", false)',
+    ),
+    "along a dim counted from the end: the index viewed with as many trailing ones": (
+        segment_extrema.segment_amax(x, -2, i, k),
+        "x.new_zeros((*x.shape[:-2], k, *x.shape[-1:])).scatter_reduce(-2, i.view((-1,) + (1,)"
+        ' * 1).expand_as(x), x, "amax", include_self=False)',
+        "at::scatter_reduce([&] { auto sizes = x.sizes().vec(); "
+        "sizes[at::maybe_wrap_dim(-2, x.dim())] = k; return at::zeros(sizes, x.options()); }(), "
+        "-2, [&] { std::vector<int64_t> sizes(x.dim(), 1); sizes[at::maybe_wrap_dim(-2, x.dim())]"
+        ' = -1; return i.view(sizes).expand_as(x); }(), x, "amax", false)',
+    ),
 }
 
 
@@ -152,6 +176,7 @@ FORM_CLASSES = (
     ViewForms,
     ContractionForms,
     SegmentForms,
+    SegmentExtremaForms,
     ConstructForms,
 )
 

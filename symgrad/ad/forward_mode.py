@@ -25,6 +25,7 @@ from symgrad.language import (
     reductions,
     rules,
     scans,
+    segment_extrema,
     segments,
     views,
 )
@@ -173,9 +174,15 @@ def _tangent(
         elif isinstance(node, contractions.Einsum):
             tangents = [in_own_shape(visit(arg), arg) for arg in node.operands]
             result = contractions.einsum_tangent(node, tangents)
+        elif isinstance(node, segment_extrema.SegmentAmax):
+            tangent = in_own_shape(visit(node.source), node.source)
+            result = segment_extrema.tangent(node, tangent)
         elif isinstance(node, segments.SegmentSum):
             tangent = in_own_shape(visit(node.source), node.source)
             result = segments.segment_sum_tangent(node, tangent)
+        elif isinstance(node, segments.IndexSelect):
+            tangent = in_own_shape(visit(node.argument), node.argument)
+            result = segments.index_select_tangent(node, tangent)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

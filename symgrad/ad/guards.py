@@ -28,7 +28,7 @@ from symgrad.language.contractions import Einsum
 from symgrad.language.indexing import Gather, IndexSymbol, ScatterAdd
 from symgrad.language.piecewise import Kink, Where, as_sympy
 from symgrad.language.scans import AlongDim
-from symgrad.language.segments import IndexSelect, SegmentSum
+from symgrad.language.segments import IndexAdd, IndexSelect, SegmentSum
 from symgrad.language.views import Cat, View
 
 # Values tried, in order, when looking for a point that satisfies a condition.
@@ -96,9 +96,10 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
 
 
 # Nodes whose value's positions are not their arguments': a scan or sort moves values
-# along its dim, a view or cat reads them in another shape, a gather, scatter, segment
-# sum or index_select moves them by an index (which must stay an index, never a where).
-_MOVING = (AlongDim, View, Cat, Gather, ScatterAdd, SegmentSum, IndexSelect)
+# along its dim, a view or cat reads them in another shape, a gather, scatter,
+# index_select or index_add moves them by an index, a segment sum or maximum gathers them
+# into segments (the index must stay an index, never a where).
+_MOVING = (AlongDim, View, Cat, Gather, ScatterAdd, SegmentSum, IndexSelect, IndexAdd)
 
 
 def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:

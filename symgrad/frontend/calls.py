@@ -25,6 +25,7 @@ from symgrad.language import (
     piecewise,
     reductions,
     scans,
+    segment_extrema,
     segments,
     views,
 )
@@ -69,8 +70,10 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _scan_call(walker, node, spelling, depth)
     if spelling in contractions.CONTRACTION_SPELLINGS:
         return contraction_call(walker, node, spelling, depth)
-    if spelling == segments.SEGMENT_SUM:
-        return _segment_sum_call(walker, node, depth)
+    if spelling in (segments.SEGMENT_SUM, segment_extrema.SEGMENT_AMAX):
+        return _segment_sum_call(walker, node, spelling, depth)
+    if spelling == segments.INDEX_SELECT:
+        return _index_select_call(walker, node, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -202,23 +205,36 @@ def _scan_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.E
     return scans.along(name, walker.value(node.args[0], depth), dim, descending)
 
 
-def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
-    """segment_sum(e, index, dim, size): index_add into `size` segments (Note [Segment sums])."""
+def _segment_sum_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """segment_sum or segment_amax(e, index, dim, size): index_add or index_reduce into
+    `size` segments (Notes [Segment sums], [Segment maxima])."""
     parameters = ("index", "dim", "size")
-    given = _arguments(walker, node, "segment_sum", parameters)
+    given = _arguments(walker, node, name, parameters)
     argument = walker.value(node.args[0], depth)
     index = _index_input(walker, given["index"])
-    dim = _small_integer(walker, given["dim"], "segment_sum")
-    return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
+    dim = _small_integer(walker, given["dim"], name)
+    build = segments.segment_sum if name == segments.SEGMENT_SUM else segment_extrema.segment_amax
+    return build(argument, dim, index, _segment_count(walker, given["size"], name))
 
 
-def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:
+def _index_select_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """index_select(e, dim, index): torch.index_select by a 1-d index input (Note [Index
+    selects])."""
+    given = _arguments(walker, node, segments.INDEX_SELECT, ("dim", "index"))
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given["index"])
+    return segments.index_select(
+        argument, _small_integer(walker, given["dim"], "index_select"), index
+    )
+
+
+def _segment_count(walker: Walker, node: ast.AST, name: str) -> sympy.Expr:
     """A positive integer literal, or the name of an int input."""
     if isinstance(node, ast.Constant) and type(node.value) is int and 0 < node.value <= 2**31:
         return sympy.Integer(node.value)
     symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
     if symbol is None or not symbol.is_integer or isinstance(symbol, indexing.IndexSymbol):
-        message = "segment_sum() size must be a positive integer or the name of an int input"
+        message = f"{name}() size must be a positive integer or the name of an int input"
         raise walker.error(node, message)
     return symbol
 

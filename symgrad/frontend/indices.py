@@ -10,6 +10,7 @@ requires. The generated test samples the index below the size of the gathered di
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 import sympy
 
@@ -19,6 +20,8 @@ from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
 from symgrad.language import contractions, indexing, reductions, segments, views
+
+Node_ = TypeVar("Node_", bound=sympy.Basic)
 
 # The keys an index input takes.
 INDEX_KEYS = ("type", "shape")
@@ -60,6 +63,8 @@ def test_shape(
             return contractions.einsum_shape(node, [visit(o) for o in node.operands])
         if isinstance(node, segments.SegmentSum):
             return _segmented(visit(node.source), node, spec)
+        if isinstance(node, segments.IndexSelect):
+            return _selected(visit(node.argument), node, visit(node.index))
         if isinstance(node, reductions.Reduction):
             return _reduced(visit(node.argument), node.dims, node.keepdim)
         if isinstance(node, views.View):  # Note [Views]; ValueError where it cannot
@@ -113,6 +118,16 @@ def _segmented(
     return (*shape[:dim], size, *shape[dim + 1 :])
 
 
+def _selected(
+    shape: tuple[int, ...] | None, node: segments.IndexSelect, index: tuple[int, ...] | None
+) -> tuple[int, ...] | None:
+    """The shape of an index_select of a value of `shape` by a 1-d index of `index`'s."""
+    if not shape or not index or not -len(shape) <= node.dim < len(shape):
+        return shape
+    dim = node.dim % len(shape)
+    return (*shape[:dim], index[0], *shape[dim + 1 :])
+
+
 def _segment_count(node: segments.SegmentSum, spec: Spec) -> int:
     """The number of segments in the test: the literal, or the int input's test value."""
     if node.size.is_Integer:
@@ -123,9 +138,14 @@ def _segment_count(node: segments.SegmentSum, spec: Spec) -> int:
 
 def segment_sums(spec: Spec) -> list[tuple[segments.SegmentSum, Location, str]]:
     """Every segment sum of the spec's expressions, with where it is written and its path."""
+    return _written(spec, segments.SegmentSum)
+
+
+def _written(spec: Spec, kind: type[Node_]) -> list[tuple[Node_, Location, str]]:
+    """Every node of `kind` in the spec's expressions, where it is written and its path."""
     found = []
     for item, section in named_expressions(spec):
-        for node in sorted(item.expr.atoms(segments.SegmentSum), key=sympy.default_sort_key):
+        for node in sorted(item.expr.atoms(kind), key=sympy.default_sort_key):
             found.append((node, item.location, f"{section}.{item.name}"))
     return found
 
@@ -138,17 +158,37 @@ def check_segment_sums(spec: Spec) -> None:
         index, shape = by_symbol[node.index], test_shape(node.source, spec, values)
         assert index.shape is not None
         if not shape:
-            raise SpecError(location, "segment_sum() needs a value with dimensions", path)
+            raise SpecError(location, f"{node.name}() needs a value with dimensions", path)
         if not -len(shape) <= node.dim < len(shape):
-            message = f"segment_sum() dim {node.dim} is out of range for {len(shape)} dimensions"
+            message = f"{node.name}() dim {node.dim} is out of range for {len(shape)} dimensions"
             raise SpecError(location, message, path)
         if node.size.is_Symbol and by_symbol[node.size].default is None:
-            message = f"segment_sum() size {node.size} needs a default, the test's segment count"
+            message = f"{node.name}() size {node.size} needs a default, the test's segment count"
             raise SpecError(location, message, path)
         if list(index.shape) != [shape[node.dim]]:
             message = (
-                f"segment_sum() index {index.name!r} must have shape [{shape[node.dim]}], one "
+                f"{node.name}() index {index.name!r} must have shape [{shape[node.dim]}], one "
                 f"position per slice along dim {node.dim}, but has {list(index.shape)}"
+            )
+            raise SpecError(location, message, path)
+
+
+def check_index_selects(spec: Spec) -> None:
+    """Refuse an index_select of a number, along a dim it lacks, or by an index not 1-d."""
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    by_symbol = {i.symbol: i for i in spec.inputs}
+    for node, location, path in _written(spec, segments.IndexSelect):
+        index, shape = by_symbol[node.index], test_shape(node.argument, spec, values)
+        assert index.shape is not None
+        if not shape:
+            raise SpecError(location, "index_select() needs a value with dimensions", path)
+        if not -len(shape) <= node.dim < len(shape):
+            message = f"index_select() dim {node.dim} is out of range for {len(shape)} dimensions"
+            raise SpecError(location, message, path)
+        if len(index.shape) != 1:
+            message = (
+                f"index_select() index {index.name!r} must be 1-d, one position per slice "
+                f"selected, but has shape {list(index.shape)}"
             )
             raise SpecError(location, message, path)
 
@@ -160,7 +200,9 @@ def index_bounds(spec: Spec) -> dict[str, int]:
     for summed, _, _ in segment_sums(spec):
         name, count = summed.index.name, _segment_count(summed, spec)
         bounds[name] = min(bounds.get(name, count), count)
-    for node, _, _ in gathers(spec):
+    read: list[indexing.Gather | segments.IndexSelect] = [node for node, _, _ in gathers(spec)]
+    read += [node for node, _, _ in _written(spec, segments.IndexSelect)]
+    for node in read:
         shape = test_shape(node.argument, spec, values)
         if shape:
             name = node.index.name

@@ -12,6 +12,7 @@ from symgrad.language import (
     piecewise,
     reductions,
     scans,
+    segment_extrema,
     segments,
     views,
 )
@@ -31,6 +32,8 @@ def function_names() -> list[str]:
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
+        segments.INDEX_SELECT,
+        segment_extrema.SEGMENT_AMAX,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

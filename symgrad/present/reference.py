@@ -128,6 +128,16 @@ def _functions_section() -> list[str]:
         "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
         "position per slice, `size` a positive integer or an `int` input with a default. "
         "Its gradient is `index_select` of the gradient at `index`.",
+        "- `index_select(e, dim, index)`: `torch.index_select`, the slices of `e` along "
+        "`dim` at a 1-d index input's positions (a slice may be read many times or never). "
+        "Its gradient is the segment sum (`index_add`) of the gradient into zeros of "
+        "`e`'s shape.",
+        "- `segment_amax(e, index, dim, size)`: the maximum of the slices of `e` that go to "
+        "each segment, as `segment_sum` reads `index` and `size`: `scatter_reduce(dim, "
+        'index, e, "amax", include_self=False)` on zeros (the index expanded), so an '
+        "empty segment is 0, as torch leaves it. Its gradient is shared evenly among the "
+        "slices tied for a segment's "
+        "maximum, as amax's.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

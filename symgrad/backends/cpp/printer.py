@@ -239,6 +239,19 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"at::index_select({value}, {dim}, {index})"
 
+    # --- Segment maxima (symgrad.backends.forms.segment_extrema) --------------------------
+
+    def _spell_segment_reduce(
+        self, zeros: str, dim: int, index: str, source: str, reduction: str
+    ) -> str:
+        """scatter_reduce, its index viewed along dim and expanded (as the Python's)."""
+        wrapped = f"at::maybe_wrap_dim({dim}, {source}.dim())"
+        expanded = (
+            f"[&] {{ std::vector<int64_t> sizes({source}.dim(), 1); sizes[{wrapped}] = -1; "
+            f"return {index}.view(sizes).expand_as({source}); }}()"
+        )
+        return f'at::scatter_reduce({zeros}, {dim}, {expanded}, {source}, "{reduction}", false)'
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -232,6 +232,19 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"torch.index_select({value}, {dim}, {index})"
 
+    # --- Segment maxima (symgrad.backends.forms.segment_extrema) --------------------------
+
+    def _spell_segment_reduce(
+        self, zeros: str, dim: int, index: str, source: str, reduction: str
+    ) -> str:
+        """scatter_reduce, whose index has the source's shape: the 1-d one viewed along
+        dim and expanded (index_reduce would do without, but warns that it is beta)."""
+        ones = f"{-dim - 1}" if dim < 0 else f"({source}.dim() - {dim + 1})"
+        viewed = index if dim == -1 else f"{index}.view((-1,) + (1,) * {ones})"
+        expanded = f"{viewed}.expand_as({source})"
+        options = f'"{reduction}", include_self=False'
+        return f"{zeros}.scatter_reduce({dim}, {expanded}, {source}, {options})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

@@ -171,11 +171,17 @@ class _ReadablePrinter(StrPrinter):
 
     def _print_SegmentSum(self, expr: Any) -> str:
         source, index = self._print(expr.source), self._print(expr.index)
-        return f"segment_sum({source}, {index}, {expr.dim}, {self._print(expr.size)})"
+        return f"{expr.name}({source}, {index}, {expr.dim}, {self._print(expr.size)})"
+
+    _print_SegmentAmax = _print_SegmentAmaxAgain = _print_SegmentSum
 
     def _print_IndexSelect(self, expr: Any) -> str:
         value, index = self._print(expr.argument), self._print(expr.index)
         return f"index_select({value}, {expr.dim}, {index})"
+
+    def _print_IndexAdd(self, expr: Any) -> str:
+        like, source = self._print(expr.shape.args[0]), self._print(expr.source)
+        return f"zeros_like({like}).index_add({expr.dim}, {self._print(expr.index)}, {source})"
 
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
