@@ -298,14 +298,23 @@ class _Drawer:
         return self._shaped(f"cat([{child.text}, {other.text}], {dim})", cat)
 
     def indexed(self, depth: int) -> Node:
-        """A gather along a dim, or a segment sum into 1-3 segments, by a new index input."""
+        """A gather or index_select along a dim, or a segment sum or maximum into 1-3
+        segments, by a new index input."""
         child = self.expression(depth - 1)
         if not child.tensor or not child.shape:
             return child
         rank = len(child.shape)
         dim = self.rng.randrange(rank) - (rank if self.rng.random() < 0.5 else 0)
         name = f"i{len(self.indices)}"
-        if self.rng.random() < 0.5:
+        choice = self.rng.random()
+        if choice < 0.25:
+            self.indices[name] = ((self.rng.randint(1, 4),), child.shape[dim])
+
+            def select(env: Env) -> Any:
+                return torch.index_select(child.run(env), dim, env[name])
+
+            return self._shaped(f"index_select({child.text}, {dim}, {name})", select)
+        if choice < 0.5:
             shape = list(child.shape)
             shape[dim] = self.rng.randint(1, 3)
             self.indices[name] = (tuple(shape), child.shape[dim])
@@ -314,16 +323,34 @@ class _Drawer:
                 return torch.gather(child.run(env), dim, env[name])
 
             return self._shaped(f"gather({child.text}, {dim}, {name})", gather)
-        size = self.rng.randint(1, 3)
+        size, amax = self.rng.randint(1, 3), choice < 0.7
         self.indices[name] = ((child.shape[dim],), size)
 
-        def segment_sum(env: Env) -> Any:
+        def segments(env: Env) -> Any:
             value = child.run(env)
             shape = list(value.shape)
             shape[dim] = size
-            return value.new_zeros(shape).index_add(dim, env[name], value)
+            if not amax:
+                return value.new_zeros(shape).index_add(dim, env[name], value)
+            # torch's own scatter_reduce counts an empty segment's zero as a tie: the
+            # language shares a maximum's gradient among the tied slices alone.
+            view = [1] * value.dim()
+            view[dim] = -1
+            index = env[name].view(view).expand_as(value)
+            return torch.stack(
+                [
+                    (
+                        torch.where(index == s, value, -torch.inf).amax(dim)
+                        if bool((env[name] == s).any())
+                        else value.new_zeros(shape).select(dim, s)
+                    )
+                    for s in range(size)
+                ],
+                dim % value.dim(),
+            )
 
-        return self._shaped(f"segment_sum({child.text}, {name}, {dim}, {size})", segment_sum)
+        function = "segment_amax" if amax else "segment_sum"
+        return self._shaped(f"{function}({child.text}, {name}, {dim}, {size})", segments)
 
     def _shaped(self, text: str, run: Callable[[Env], Any]) -> Node:
         return Node(text, run, tuple(run(_zeros_env(self.leaves, self.indices)).shape))

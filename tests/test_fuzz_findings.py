@@ -176,3 +176,28 @@ def test_index_findings_match_autograd(name: str) -> None:
     (got,) = torch.autograd.grad(mine, x0, cotangent)
     (expected,) = torch.autograd.grad(want, x0, cotangent)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+# torch.func's own deprecation warning on this torch release, not the Function's.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script.*is deprecated:DeprecationWarning")
+def test_an_input_returned_through_a_cancelled_broadcast_is_a_view_of_it() -> None:
+    """`x0 - e + e` cancels to a broadcast of x0 that prints as x0: returned as-is (not a
+    view) beside x0 saved for backward, forward AD refused it (fuzzer seed 29260)."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Finding",
+            "inputs": {"x0": {"type": "tensor", "shape": []}},
+            "outputs": {
+                "y0": "relu(einsum(',->', x0, x0)) + sin(x0)",
+                "y2": {
+                    "expr": "x0 - einsum('->', where(x0 > -0.28, x0, x0)) "
+                    "+ einsum('->', where(x0 > -0.28, x0, x0))",
+                    "differentiable": False,
+                },
+            },
+        }
+    )
+    function = getattr(symgrad.load_module(spec), spec.module)
+    x0 = torch.tensor(0.3, dtype=torch.float64)
+    _, tangent = torch.func.jvp(lambda x: function(x)[0], (x0,), (torch.ones_like(x0),))
+    torch.testing.assert_close(tangent, 2 * x0 + torch.cos(x0))

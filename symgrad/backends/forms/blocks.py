@@ -66,7 +66,8 @@ def forward_value(assignment: Assignment, derived: Derived, printer: ArithmeticF
     and one tensor returned twice breaks forward AD (so a residual, small, is copied).
     """
     name: str = printer.doprint(assignment.expr)
-    if assignment.expr in {i.symbol for i in derived.spec.tensor_inputs}:
+    # By the printed name: a broadcast the printer knows to be a no-op prints as the input.
+    if name in {printer.doprint(i.symbol) for i in derived.spec.tensor_inputs}:
         return f"{name}.view_as({name})"
     constant = {o.symbol for o in derived.spec.outputs if not o.differentiable}
     if assignment.target in constant and assignment.expr.is_Symbol:
