@@ -86,6 +86,7 @@ _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "amax": ("amax(x, dim=-1)", lambda x: torch.amax(x, dim=-1)),
     "amin": ("amin(x, dim=-1, keepdim=True)", lambda x: torch.amin(x, dim=-1, keepdim=True)),
     "cumsum": ("cumsum(x, -1)", lambda x: torch.cumsum(x, -1)),
+    "cumprod": ("cumprod(x, -1)", lambda x: torch.cumprod(x, -1)),
     "flip": ("flip(x, -1)", lambda x: torch.flip(x, (-1,))),
     "sort": ("sort(x, -1, descending=True)", lambda x: torch.sort(x, -1, descending=True).values),
     "position": ("x * position(x, -1)", lambda x: x * torch.arange(4, dtype=x.dtype)),

@@ -16,6 +16,7 @@ from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
@@ -87,6 +88,11 @@ FORMS = {
         "torch.cumsum(x, 1)",
         "at::cumsum(x, 1)",
     ),
+    "a cumulative product along a dim": (
+        scans.along("cumprod", x, 0),
+        "torch.cumprod(x, 0)",
+        "at::cumprod(x, 0)",
+    ),
     "a flip along one dim": (
         scans.along("flip", x, -1),
         "torch.flip(x, (-1,))",
@@ -152,6 +158,7 @@ FORM_CLASSES = (
     ViewForms,
     ContractionForms,
     SegmentForms,
+    ProductForms,
     ConstructForms,
 )
 

@@ -239,6 +239,11 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"at::index_select({value}, {dim}, {index})"
 
+    # --- Cumulative products (symgrad.backends.forms.products) ----------------------------
+
+    def _spell_cumprod(self, argument: str, dim: int) -> str:
+        return f"at::cumprod({argument}, {dim})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

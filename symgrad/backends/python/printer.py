@@ -232,6 +232,11 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"torch.index_select({value}, {dim}, {index})"
 
+    # --- Cumulative products (symgrad.backends.forms.products) ----------------------------
+
+    def _spell_cumprod(self, argument: str, dim: int) -> str:
+        return f"torch.cumprod({argument}, {dim})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
