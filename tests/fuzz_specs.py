@@ -118,6 +118,7 @@ def _positions(u: torch.Tensor, dim: int) -> torch.Tensor:
 # drawn where a softmax is, along a dim of a tensor with dims.
 ALONG_DIM: dict[str, tuple[str, Callable[[Any, int], Any]]] = {
     "cumsum": ("cumsum({}, {})", torch.cumsum),
+    "cumprod": ("cumprod({}, {})", torch.cumprod),
     "flip": ("flip({}, {})", lambda u, d: torch.flip(u, (d,))),
     "sort": ("sort({}, dim={})", lambda u, d: torch.sort(u, d).values),
     "sort descending": (

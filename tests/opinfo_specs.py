@@ -629,12 +629,18 @@ def _keywords(call: Call, names: Sequence[str]) -> dict[str, Any] | str:
 
 
 def along_builder(name: str) -> Builder:
-    """cumsum(x, dim[, dtype]), flip(x, dims) (one flip per dim; fliplr and flipud as
-    flip(x, 1) and flip(x, 0)), sort(x, dim=-1, descending=False)'s values and msort(x).
+    """cumsum(x, dim[, dtype]), cumprod(x, dim[, dtype]), flip(x, dims) (one flip per
+    dim; fliplr and flipud as flip(x, 1) and flip(x, 0)), sort(x, dim=-1,
+    descending=False)'s values and msort(x).
 
     A sort with stable=True is out of reach: the language's sort is torch's default, whose
     order among ties (and so the gradient there) may differ."""
-    names = {"cumsum": ("dim", "dtype"), "flip": ("dims",), "sort": ("dim", "descending")}
+    names = {
+        "cumsum": ("dim", "dtype"),
+        "cumprod": ("dim", "dtype"),
+        "flip": ("dims",),
+        "sort": ("dim", "descending"),
+    }
 
     def build(call: Call, dtype: torch.dtype) -> Case | str:
         values = _keywords(call, (*names.get(name, ()), "stable"))
@@ -657,8 +663,8 @@ def along_builder(name: str) -> Builder:
 
 def _along_expr(name: str, values: Mapping[str, Any]) -> str | None:
     """The spec's expression over x for an along_builder op, or None when out of reach."""
-    if name == "cumsum":
-        return f"cumsum(x, {values['dim']})" if isinstance(values.get("dim"), int) else None
+    if name in ("cumsum", "cumprod"):
+        return f"{name}(x, {values['dim']})" if isinstance(values.get("dim"), int) else None
     if name in ("fliplr", "flipud", "flip"):
         dims = {"fliplr": [1], "flipud": [0]}.get(name, values.get("dims"))
         dims = [dims] if isinstance(dims, int) else list(dims or [])
@@ -893,6 +899,7 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("chunk", "", chunk_builder(0), label="first piece", output=0),
     OpMapping("chunk", "", chunk_builder(-1), label="last piece", output=-1),
     OpMapping("cumsum", "", along_builder("cumsum")),
+    OpMapping("cumprod", "", along_builder("cumprod")),
     OpMapping("flip", "", along_builder("flip")),
     OpMapping("fliplr", "", along_builder("fliplr")),
     OpMapping("flipud", "", along_builder("flipud")),

@@ -16,6 +16,7 @@ from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
@@ -87,6 +88,11 @@ FORMS = {
         scans.along("cumsum", x, 1),
         "torch.cumsum(x, 1)",
         "at::cumsum(x, 1)",
+    ),
+    "a cumulative product along a dim": (
+        scans.along("cumprod", x, 0),
+        "torch.cumprod(x, 0)",
+        "at::cumprod(x, 0)",
     ),
     "a flip along one dim": (
         scans.along("flip", x, -1),
@@ -177,6 +183,7 @@ FORM_CLASSES = (
     ContractionForms,
     SegmentForms,
     SegmentExtremaForms,
+    ProductForms,
     ConstructForms,
 )
 

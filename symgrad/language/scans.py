@@ -24,7 +24,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.language import indexing
+from symgrad.language import indexing, piecewise
 
 
 class AlongDim(sympy.Function):
@@ -55,6 +55,12 @@ class Cumsum(AlongDim):
     """`Cumsum(argument, dim)`: torch.cumsum."""
 
     name = "cumsum"
+
+
+class Cumprod(AlongDim):
+    """`Cumprod(argument, dim)`: torch.cumprod (Note [Cumprod's exact derivatives])."""
+
+    name = "cumprod"
 
 
 class Flip(AlongDim):
@@ -100,7 +106,12 @@ class Position(AlongDim):
 
 
 # The spellings of the language: the name of each call, and its node.
-SCANS: dict[str, type[AlongDim]] = {"cumsum": Cumsum, "flip": Flip, "sort": Sort}
+SCANS: dict[str, type[AlongDim]] = {
+    "cumsum": Cumsum,
+    "cumprod": Cumprod,
+    "flip": Flip,
+    "sort": Sort,
+}
 POSITION_SPELLINGS = ("position",)
 # Nodes whose value is constant in their argument: the sweeps pass nothing through them.
 CONSTANT_NODES = (SortIndices, Position)
@@ -127,6 +138,8 @@ def argument_adjoint(node: AlongDim, adjoint: sympy.Expr, shape: sympy.Basic) ->
         return Flip(Cumsum(Flip(adjoint, dim), dim), dim)
     if isinstance(node, Flip):
         return Flip(adjoint, dim)
+    if isinstance(node, Cumprod):
+        return cumprod_adjoint(node, adjoint)
     if isinstance(node, Sort):
         return indexing.ScatterAdd(adjoint, shape, dim, indices_of(node))
     raise TypeError(f"{type(node).__name__} has no adjoint")
@@ -138,4 +151,82 @@ def tangent(node: AlongDim, argument_tangent: sympy.Expr) -> sympy.Expr:
         return sympy.Integer(0)
     if isinstance(node, Sort):
         return indexing.Gather(argument_tangent, node.args[1], indices_of(node))
+    if isinstance(node, Cumprod):
+        return cumprod_tangent(node, argument_tangent)
     return type(node)(argument_tangent, node.args[1])
+
+
+# --- Note [Cumprod's exact derivatives] ------------------------------------------------
+#
+# out_j = x_1 ... x_j along the dim, so d out_j / d x_k = prod_{i <= j, i != k} x_i for
+# k <= j. Where x_k != 0 the adjoint is torch's no-zero form, the reversed cumsum of
+# g * out divided by x_k: an analytic formula wherever x_k != 0, whatever the other
+# values, so its own derivative (through this rule again) is exact. A zero cannot be
+# divided by, and the products that skip it are read without division instead:
+#
+# - at the first zero z1 of a line, sum_{j >= z1} g_j prod_{i <= j, i != z1} x_i is the
+#   reversed cumsum of g * cumprod(x with x_z1 set to 1) (torch's own zero case);
+# - at the second zero z2 the gradient is 0, but its derivative in x_z1 is not: it is
+#   written x_z1 * (reversed cumsum of g * cumprod(x with x_z1, x_z2 set to 1)), x_z1
+#   read by a cumsum up to z2 of x at z1, so the Hessian is exact and symmetric;
+# - after that every product holds two zeros, and the gradient and its first derivatives
+#   are 0.
+#
+# The zeros are counted by a cumsum of (x == 0), every branch is a torch kernel over the
+# whole tensor (cumsum, cumprod, flip, where), no loop and no n x n product; the
+# derivative is exact at first and second order with any zeros. The tangent is the same
+# split, forward: out * cumsum(t / x) before the first zero, t_z1 * cumprod(x with x_z1
+# set to 1) from it to the second, 0 after. Like torch's, the nonzero branch divides by
+# x, so where out underflows to 0 before x_k does the quotient reads 0.
+
+
+def _zero_count(argument: sympy.Expr, dim: sympy.Basic) -> tuple[sympy.Basic, sympy.Expr]:
+    """The test x == 0, and the count of zeros along dim up to each position."""
+    zero = piecewise.compare(sympy.Eq, argument, sympy.Integer(0))
+    return zero, Cumsum(piecewise.where(zero, sympy.Integer(1), sympy.Integer(0)), dim)
+
+
+def _nth_zero(argument: sympy.Expr, dim: sympy.Basic, n: int) -> sympy.Basic:
+    """The test: this position holds the n-th zero of its line (n = 1 or 2)."""
+    zero, count = _zero_count(argument, dim)
+    return sympy.And(zero, piecewise.compare(sympy.Eq, count, sympy.Integer(n)))
+
+
+def _reversed_cumsum(value: sympy.Expr, dim: sympy.Basic) -> sympy.Expr:
+    """sum_{j >= k} value_j along dim, by flips around a cumsum."""
+    return Flip(Cumsum(Flip(value, dim), dim), dim)
+
+
+def _ones_at(argument: sympy.Expr, test: sympy.Basic) -> sympy.Expr:
+    """`argument` with 1 where `test` holds."""
+    return piecewise.where(test, sympy.Integer(1), argument)
+
+
+def cumprod_adjoint(node: Cumprod, adjoint: sympy.Expr) -> sympy.Expr:
+    """The gradient of cumprod's argument, exact with zeros (Note [Cumprod's exact
+    derivatives])."""
+    x, dim = node.argument, node.args[1]
+    nonzero = piecewise.compare(sympy.Ne, x, sympy.Integer(0))
+    zero = piecewise.compare(sympy.Eq, x, sympy.Integer(0))
+    first, second = _nth_zero(x, dim, 1), _nth_zero(x, dim, 2)
+    divided = _reversed_cumsum(adjoint * node, dim) / _ones_at(x, zero)
+    at_first = _reversed_cumsum(adjoint * Cumprod(_ones_at(x, first), dim), dim)
+    both = _ones_at(x, sympy.Or(first, second))
+    first_value = Cumsum(piecewise.where(first, x, sympy.Integer(0)), dim)
+    at_second = first_value * _reversed_cumsum(adjoint * Cumprod(both, dim), dim)
+    rest = piecewise.where(second, at_second, sympy.Integer(0))
+    return piecewise.where(nonzero, divided, piecewise.where(first, at_first, rest))
+
+
+def cumprod_tangent(node: Cumprod, argument_tangent: sympy.Expr) -> sympy.Expr:
+    """The tangent of cumprod, exact with zeros (Note [Cumprod's exact derivatives])."""
+    x, dim = node.argument, node.args[1]
+    zero, count = _zero_count(x, dim)
+    nonzero = piecewise.compare(sympy.Ne, x, sympy.Integer(0))
+    ratios = piecewise.where(nonzero, argument_tangent / _ones_at(x, zero), sympy.Integer(0))
+    first = _nth_zero(x, dim, 1)
+    at_first = Cumsum(piecewise.where(first, argument_tangent, sympy.Integer(0)), dim)
+    none = piecewise.compare(sympy.Eq, count, sympy.Integer(0))
+    one = piecewise.compare(sympy.Eq, count, sympy.Integer(1))
+    after = piecewise.where(one, at_first * Cumprod(_ones_at(x, first), dim), sympy.Integer(0))
+    return piecewise.where(none, node * Cumsum(ratios, dim), after)

@@ -156,6 +156,10 @@ def _functions_section() -> list[str]:
     lines += [
         "- `cumsum(e, dim)`: `torch.cumsum`; its gradient is the reversed cumulative sum, "
         "`flip(cumsum(flip(g, dim), dim), dim)`.",
+        "- `cumprod(e, dim)`: `torch.cumprod`; its gradient is the reversed cumulative sum "
+        "of `g * cumprod(e, dim)` over `e` where `e` is not 0, and at a line's first and "
+        "second zeros the products that skip them, by cumprods with those zeros set to 1: "
+        "exact at first and second order with zeros, without loops.",
         "- `flip(e, dim)`: `torch.flip` along one dim; its own gradient.",
         "- `sort(e, dim=-1, descending=False)`: the values of `torch.sort`; its gradient "
         "is scattered back (`scatter_add`) to the positions `torch.argsort` gives.",

@@ -252,6 +252,11 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         )
         return f'at::scatter_reduce({zeros}, {dim}, {expanded}, {source}, "{reduction}", false)'
 
+    # --- Cumulative products (symgrad.backends.forms.products) ----------------------------
+
+    def _spell_cumprod(self, argument: str, dim: int) -> str:
+        return f"at::cumprod({argument}, {dim})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -17,6 +17,7 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
@@ -34,7 +35,13 @@ from symgrad.language import (
 
 
 class ConstructForms(
-    SegmentExtremaForms, SegmentForms, ContractionForms, ScanForms, ViewForms, ArithmeticForms
+    ProductForms,
+    SegmentExtremaForms,
+    SegmentForms,
+    ContractionForms,
+    ScanForms,
+    ViewForms,
+    ArithmeticForms,
 ):
     """The language's constructs over tensors and numbers, in torch's operations."""
 

@@ -245,6 +245,11 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         options = f'"{reduction}", include_self=False'
         return f"{zeros}.scatter_reduce({dim}, {expanded}, {source}, {options})"
 
+    # --- Cumulative products (symgrad.backends.forms.products) ----------------------------
+
+    def _spell_cumprod(self, argument: str, dim: int) -> str:
+        return f"torch.cumprod({argument}, {dim})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

@@ -161,7 +161,7 @@ class _ReadablePrinter(StrPrinter):
         return f"{expr.name}({self._print(expr.argument)}, {expr.dim}{descending})"
 
     _print_Cumsum = _print_Flip = _print_Sort = _print_SortIndices = _print_AlongDim
-    _print_Position = _print_AlongDim
+    _print_Position = _print_Cumprod = _print_AlongDim
 
     def _print_Einsum(self, expr: Any) -> str:
         operands = ", ".join(self._print(operand) for operand in expr.operands)
