@@ -16,11 +16,12 @@ from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.dtypes import DtypeForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import contractions, piecewise, scans, segments, views
+from symgrad.language import contractions, dtypes, piecewise, scans, segments, views
 from symgrad.language.indexing import index_symbol
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
@@ -135,6 +136,14 @@ FORMS = {
         "torch.index_select(x, 0, i)",
         "at::index_select(x, 0, i)",
     ),
+    "the eps of a tensor's dtype: a 0-d tensor like it, chosen at call time": (
+        dtypes.FinfoEps(x),
+        "x.new_full((), torch.finfo(x.dtype).eps)",
+        "[](const at::Tensor& t) { return at::full({}, t.scalar_type() == at::kDouble ? "
+        "2.220446049250313e-16 : t.scalar_type() == at::kHalf ? 0.0009765625 : "
+        "t.scalar_type() == at::kBFloat16 ? 0.0078125 : 1.1920928955078125e-07, "
+        "t.options()); }(x)",
+    ),
 }
 
 
@@ -152,6 +161,7 @@ FORM_CLASSES = (
     ViewForms,
     ContractionForms,
     SegmentForms,
+    DtypeForms,
     ConstructForms,
 )
 

@@ -20,6 +20,7 @@ from symgrad.frontend.contractions import contraction_call
 from symgrad.language import (
     activations,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -71,6 +72,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return contraction_call(walker, node, spelling, depth)
     if spelling == segments.SEGMENT_SUM:
         return _segment_sum_call(walker, node, depth)
+    if spelling == dtypes.FINFO_EPS:
+        return _finfo_eps_call(walker, node)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -210,6 +213,17 @@ def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
     index = _index_input(walker, given["index"])
     dim = _small_integer(walker, given["dim"], "segment_sum")
     return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
+
+
+def _finfo_eps_call(walker: Walker, node: ast.Call) -> sympy.Expr:
+    """finfo_eps(x): the eps of the tensor input x's dtype (Note [Dtype constants])."""
+    if node.keywords or len(node.args) != 1:
+        raise walker.error(node.func, "finfo_eps() takes one argument, a tensor input's name")
+    arg = node.args[0]
+    symbol = walker.symbols.get(arg.id) if isinstance(arg, ast.Name) else None
+    if symbol is None or symbol.is_integer or isinstance(symbol, indexing.IndexSymbol):
+        raise walker.error(arg, "finfo_eps() takes the name of a tensor input")
+    return dtypes.FinfoEps(symbol)
 
 
 def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:

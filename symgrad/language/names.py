@@ -7,6 +7,7 @@ import difflib
 from symgrad.language import (
     activations,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -31,6 +32,7 @@ def function_names() -> list[str]:
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
+        dtypes.FINFO_EPS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

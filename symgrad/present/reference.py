@@ -128,6 +128,10 @@ def _functions_section() -> list[str]:
         "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
         "position per slice, `size` a positive integer or an `int` input with a default. "
         "Its gradient is `index_select` of the gradient at `index`.",
+        "- `finfo_eps(x)`: `torch.finfo(x.dtype).eps` read at call time, float32's in "
+        "float32 and float64's in float64, as a 0-d tensor of `x`'s dtype on its device "
+        "(in C++ chosen from `x.scalar_type()`); `x` is a tensor input, by name. It is "
+        "constant for differentiation.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

@@ -24,6 +24,7 @@ from symgrad.backends.statements import value_tensors
 from symgrad.language import (
     broadcasts,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -62,6 +63,7 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     contractions.Einsum,
     segments.SegmentSum,
     segments.IndexSelect,
+    dtypes.FinfoEps,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -232,6 +232,11 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"torch.index_select({value}, {dim}, {index})"
 
+    # --- Dtype constants (symgrad.backends.forms.dtypes) ----------------------------------
+
+    def _spell_finfo_eps(self, like: str) -> str:
+        return f"{like}.new_full((), torch.finfo({like}.dtype).eps)"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
