@@ -69,3 +69,19 @@ def test_finfo_eps_takes_one_tensor_inputs_name(expr: str) -> None:
     }
     with pytest.raises(SpecError, match="finfo_eps"):
         load_module(spec_from_dict(spec))
+
+
+def test_a_cancelled_operand_keeps_its_shape_beside_finfo_eps() -> None:
+    """`x - (x + finfo_eps(x))` is `-finfo_eps(x)` to sympy, a 0-d value: x's shape is
+    kept, as torch computes the expression as written (fuzz seed 710083's einsum)."""
+    spec = {
+        "name": "Eps",
+        "inputs": {"x": {"type": "tensor", "shape": [3, 2]}},
+        "outputs": {"y": 'einsum("ij->ji", x - (x + finfo_eps(x)))'},
+    }
+    module = load_module(spec_from_dict(spec))
+    x = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    y = module.eps(x)
+    torch.testing.assert_close(y, (x - (x + torch.finfo(x.dtype).eps)).t())
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    assert grad.tolist() == [[0.0, 0.0]] * 3
