@@ -75,6 +75,10 @@ _CONDITIONALS: dict[str, tuple[str, tuple[str, ...], Callable[..., Any]]] = {
         lambda x, z: torch.where(x > 0, x, 2 * z),
     ),
 }
+# Constants of the input's dtype: (expr, builtin).
+_DTYPE_CONSTANTS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "finfo_eps": ("x + finfo_eps(x)", lambda x: x + torch.finfo(x.dtype).eps),
+}
 # Reductions and normalizations along the last dim of rows of 4: (expr, builtin).
 _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "sum": ("sum(x, dim=-1)", lambda x: torch.sum(x, dim=-1)),
@@ -196,6 +200,8 @@ def language_subjects() -> list[Subject]:
         subjects.append(Subject(name, _one_line(name, f"{name}(x)"), builtin, True, NEAR_ONE))
     for name, (expr, inputs, builtin) in _CONDITIONALS.items():
         subjects.append(Subject(name, _one_line(name, expr, inputs), builtin, True, NEAR_ONE))
+    for name, (expr, builtin) in _DTYPE_CONSTANTS.items():
+        subjects.append(Subject(name, _one_line(name, expr), builtin, True, NEAR_ONE))
     for name, (expr, builtin) in _REDUCTIONS.items():
         subjects.append(Subject(name, _rows(name, expr), builtin))
     for name, (expr, builtin, index_shape) in _GATHERS.items():
@@ -209,7 +215,7 @@ def covered_names() -> set[str]:
     """The language's function names the subjects exercise, aliases included."""
     names = set(functions.FUNCTIONS) | set(_CONDITIONALS) | set(activations.ACTIVATIONS)
     names |= set(_REDUCTIONS) & set(function_names())
-    names |= set(_GATHERS)
+    names |= set(_GATHERS) | set(_DTYPE_CONSTANTS)
     aliases = {
         **functions.SPELLINGS,
         **piecewise.CONDITIONAL_ALIASES,

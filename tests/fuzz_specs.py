@@ -153,7 +153,7 @@ class _Drawer:
 
     def expression(self, depth: int) -> Node:
         if depth <= 0 or self.rng.random() < 0.2:
-            return self.rng.choice(self.leaves)
+            return self.leaf()
         kind = self.rng.random()
         if kind < 0.35:
             template, function = self.rng.choice(UNARY)
@@ -180,6 +180,18 @@ class _Drawer:
         if kind < 0.96:
             return self.indexed(depth)
         return self.where(depth)
+
+    def leaf(self) -> Node:
+        """An input, or now and then a tensor input plus the eps of its dtype."""
+        leaf = self.rng.choice(self.leaves)
+        if not leaf.tensor or self.rng.random() >= 0.05:
+            return leaf
+
+        def run(env: Env) -> Any:
+            value = leaf.run(env)
+            return value + torch.finfo(value.dtype).eps
+
+        return Node(f"({leaf.text} + finfo_eps({leaf.text}))", run, leaf.shape, True)
 
     def cancelling(self, depth: int) -> Node:
         """A pattern whose terms sympy cancels (`a + x - a`, `a * x / a`, `x - x`, `0 * a`).

@@ -16,13 +16,22 @@ from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.dtypes import DtypeForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
-from symgrad.language import contractions, piecewise, scans, segment_extrema, segments, views
+from symgrad.language import (
+    contractions,
+    dtypes,
+    piecewise,
+    scans,
+    segment_extrema,
+    segments,
+    views,
+)
 from symgrad.language.indexing import index_symbol
 
 a, b, c, x = sympy.symbols("a b c x", real=True)
@@ -165,6 +174,14 @@ FORMS = {
         "-2, [&] { std::vector<int64_t> sizes(x.dim(), 1); sizes[at::maybe_wrap_dim(-2, x.dim())]"
         ' = -1; return i.view(sizes).expand_as(x); }(), x, "amax", false)',
     ),
+    "the eps of a tensor's dtype: a 0-d tensor like it, chosen at call time": (
+        dtypes.FinfoEps(x),
+        "x.new_full((), torch.finfo(x.dtype).eps)",
+        "[](const at::Tensor& t) { return at::full({}, t.scalar_type() == at::kDouble ? "
+        "2.220446049250313e-16 : t.scalar_type() == at::kHalf ? 0.0009765625 : "
+        "t.scalar_type() == at::kBFloat16 ? 0.0078125 : 1.1920928955078125e-07, "
+        "t.options()); }(x)",
+    ),
 }
 
 
@@ -184,6 +201,7 @@ FORM_CLASSES = (
     SegmentForms,
     SegmentExtremaForms,
     ProductForms,
+    DtypeForms,
     ConstructForms,
 )
 

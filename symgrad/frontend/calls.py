@@ -20,6 +20,7 @@ from symgrad.frontend.contractions import contraction_call
 from symgrad.language import (
     activations,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -74,6 +75,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _segment_sum_call(walker, node, spelling, depth)
     if spelling == segments.INDEX_SELECT:
         return _index_select_call(walker, node, depth)
+    if spelling == dtypes.FINFO_EPS:
+        return _finfo_eps_call(walker, node)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -226,6 +229,17 @@ def _index_select_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr
     return segments.index_select(
         argument, _small_integer(walker, given["dim"], "index_select"), index
     )
+
+
+def _finfo_eps_call(walker: Walker, node: ast.Call) -> sympy.Expr:
+    """finfo_eps(x): the eps of the tensor input x's dtype (Note [Dtype constants])."""
+    if node.keywords or len(node.args) != 1:
+        raise walker.error(node.func, "finfo_eps() takes one argument, a tensor input's name")
+    arg = node.args[0]
+    symbol = walker.symbols.get(arg.id) if isinstance(arg, ast.Name) else None
+    if symbol is None or symbol.is_integer or isinstance(symbol, indexing.IndexSymbol):
+        raise walker.error(arg, "finfo_eps() takes the name of a tensor input")
+    return dtypes.FinfoEps(symbol)
 
 
 def _segment_count(walker: Walker, node: ast.AST, name: str) -> sympy.Expr:

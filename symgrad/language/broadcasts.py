@@ -22,7 +22,15 @@ from typing import Any
 import sympy
 from sympy.core.relational import Relational
 
-from symgrad.language import contractions, indexing, piecewise, reductions, segments, views
+from symgrad.language import (
+    contractions,
+    dtypes,
+    indexing,
+    piecewise,
+    reductions,
+    segments,
+    views,
+)
 
 
 class Broadcast(sympy.Function):
@@ -88,7 +96,7 @@ def leaves(expr: sympy.Basic) -> set[sympy.Basic]:
         node = stack.pop()
         if node.is_Symbol or isinstance(node, (*_SHAPED, Relational)):
             found.add(node)
-        else:
+        elif not isinstance(node, dtypes.FinfoEps):  # 0-d: it lends no shape
             stack.extend(node.args)
     return found
 

@@ -7,6 +7,7 @@ import difflib
 from symgrad.language import (
     activations,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -34,6 +35,7 @@ def function_names() -> list[str]:
         segments.SEGMENT_SUM,
         segments.INDEX_SELECT,
         segment_extrema.SEGMENT_AMAX,
+        dtypes.FINFO_EPS,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

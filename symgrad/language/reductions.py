@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import sympy
 
-from symgrad.language import contractions, functions, indexing, segments, views
+from symgrad.language import contractions, dtypes, functions, indexing, segments, views
 
 
 class Reduction(sympy.Function):
@@ -372,8 +372,8 @@ class Shapes:
         elif isinstance(node, Reduction):
             inner = self.of(node.argument)
             result = None if inner is None else ("reduced", inner, node.dims, node.keepdim)
-        elif isinstance(node, ShapeFact):
-            result = None
+        elif isinstance(node, (ShapeFact, dtypes.FinfoEps)):
+            result = None  # a number: finfo_eps is 0-d (Note [Dtype constants])
         elif isinstance(node, SumTo):
             result = self.of(node.target.argument)
         elif isinstance(node, indexing.Gather):

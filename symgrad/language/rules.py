@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sympy
 
-from symgrad.language import broadcasts, functions, piecewise
+from symgrad.language import broadcasts, dtypes, functions, piecewise
 
 
 def local_partial(node: sympy.Basic, index: int) -> sympy.Expr:
@@ -31,7 +31,7 @@ def local_partial(node: sympy.Basic, index: int) -> sympy.Expr:
         return sympy.Mul(*node.args[:index], *node.args[index + 1 :])
     if isinstance(node, sympy.Pow):
         return _pow_partial(node, index)
-    if isinstance(node, functions.ElementwiseFunction):
+    if isinstance(node, (functions.ElementwiseFunction, dtypes.FinfoEps)):
         return node.fdiff(index + 1)
     if isinstance(node, piecewise.Kink):
         partial = node.partial(index)

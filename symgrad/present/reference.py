@@ -138,6 +138,10 @@ def _functions_section() -> list[str]:
         "empty segment is 0, as torch leaves it. Its gradient is shared evenly among the "
         "slices tied for a segment's "
         "maximum, as amax's.",
+        "- `finfo_eps(x)`: `torch.finfo(x.dtype).eps` read at call time, float32's in "
+        "float32 and float64's in float64, as a 0-d tensor of `x`'s dtype on its device "
+        "(in C++ chosen from `x.scalar_type()`); `x` is a tensor input, by name. It is "
+        "constant for differentiation.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

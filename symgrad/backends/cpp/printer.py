@@ -16,7 +16,7 @@ from symgrad.backends.cpp.arithmetic import ArithmeticPrinter, is_double
 from symgrad.backends.cpp.cpu_forms import cpu_form
 from symgrad.backends.cpp.spellings import ACTIVATIONS, KERNELS, is_one_operand
 from symgrad.backends.forms.constructs import ConstructForms, install_dispatch
-from symgrad.language import activations, pullbacks, reductions
+from symgrad.language import activations, dtypes, pullbacks, reductions
 
 
 class AtenPrinter(ArithmeticPrinter, ConstructForms):
@@ -256,6 +256,19 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
 
     def _spell_cumprod(self, argument: str, dim: int) -> str:
         return f"at::cumprod({argument}, {dim})"
+
+    # --- Dtype constants (symgrad.backends.forms.dtypes) ----------------------------------
+
+    def _spell_finfo_eps(self, like: str) -> str:
+        """ATen has no finfo: the eps of each floating dtype a Function takes, chosen at
+        run time from the tensor's scalar type, in a lambda that reads it once."""
+        epsilons = {"kDouble": "float64", "kHalf": "float16", "kBFloat16": "bfloat16"}
+        choices = "".join(
+            f"t.scalar_type() == at::{kind} ? {dtypes.EPSILONS[name]!r} : "
+            for kind, name in epsilons.items()
+        )
+        value = f"{choices}{dtypes.EPSILONS['float32']!r}"
+        return f"[](const at::Tensor& t) {{ return at::full({{}}, {value}, t.options()); }}({like})"
 
 
 def _is_default(

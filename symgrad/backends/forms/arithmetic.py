@@ -24,6 +24,7 @@ from symgrad.backends.statements import value_tensors
 from symgrad.language import (
     broadcasts,
     contractions,
+    dtypes,
     functions,
     indexing,
     piecewise,
@@ -63,6 +64,7 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     segments.SegmentSum,
     segments.IndexSelect,
     segments.IndexAdd,
+    dtypes.FinfoEps,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

@@ -17,6 +17,7 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
+from symgrad.backends.forms.dtypes import DtypeForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
@@ -35,6 +36,7 @@ from symgrad.language import (
 
 
 class ConstructForms(
+    DtypeForms,
     ProductForms,
     SegmentExtremaForms,
     SegmentForms,

@@ -250,6 +250,11 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_cumprod(self, argument: str, dim: int) -> str:
         return f"torch.cumprod({argument}, {dim})"
 
+    # --- Dtype constants (symgrad.backends.forms.dtypes) ----------------------------------
+
+    def _spell_finfo_eps(self, like: str) -> str:
+        return f"{like}.new_full((), torch.finfo({like}.dtype).eps)"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
