@@ -27,6 +27,7 @@ from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 from symgrad.language.contractions import Einsum
 from symgrad.language.indexing import Gather
 from symgrad.language.piecewise import Kink, Where, as_sympy
+from symgrad.language.reductions import Reduction
 from symgrad.language.scans import AlongDim
 from symgrad.language.views import Cat, View
 
@@ -94,8 +95,9 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
 
 
 # Nodes whose value's positions are not their arguments': a scan or sort moves values
-# along its dim, a view or cat reads them in another shape, a gather picks them.
-_MOVING = (AlongDim, View, Cat, Gather)
+# along its dim, a view or cat reads them in another shape, a gather picks them, a
+# reduction has fewer dims than its argument (a per-row condition beside a row's sum).
+_MOVING = (AlongDim, View, Cat, Gather, Reduction)
 
 
 def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:
