@@ -46,7 +46,8 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "assume": "sympy assumptions on the symbol: "
         + ", ".join(f"`{a}`" for a in parse.ASSUMPTIONS),
         "shape": "tensors only; the shape the generated test samples (`[]`: 0-d); "
-        "required for an `index` (an int64 tensor that only `gather` reads, no gradient)",
+        "required for an `index` (an int64 tensor that `gather` reads or a comparison "
+        "reads, no gradient)",
         "domain": "`[low, high]`: the interval the generated test samples from",
         "requires_grad": "tensors only; `false`: the input never gets a gradient",
         "default": "numbers only; a default value (inputs with defaults come last)",
@@ -128,6 +129,12 @@ def _functions_section() -> list[str]:
         "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
         "position per slice, `size` a positive integer or an `int` input with a default. "
         "Its gradient is `index_select` of the gradient at `index`.",
+        "- Class targets: an index input may be compared, a condition without gradient: "
+        "`where(target != ignore_index, loss, 0)` keeps the rows a loss counts, "
+        "`sum(where(target != ignore_index, 1, 0))` counts them (an int64 count; a mean "
+        "over 0 rows is nan, as `F.cross_entropy`'s), and "
+        "`where(position(x, -1) == unsqueeze(target, -1), x, 0)` is a one-hot mask of "
+        "the classes (examples/liger_cross_entropy.yaml).",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [
