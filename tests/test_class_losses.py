@@ -4,7 +4,9 @@ LigerCrossEntropy is Liger-Kernel's LigerCrossEntropyFunction (liger_kernel.ops.
 its Triton kernel computes, per row not ignored, the loss and the gradient of the logits
 written out below in plain torch (`_liger`), and divides both by the number of rows not
 ignored. With lse_square_scale 0 it is functional.cross_entropy with ignore_index and
-label_smoothing, mean reduction.
+label_smoothing, mean reduction. SigmoidFocalLoss is mmcv's SigmoidFocalLossFunction
+(mmcv.ops.focal_loss): `_mmcv_focal` transcribes its CUDA kernels' forward and backward;
+with unit weights the forward is torchvision.ops.sigmoid_focal_loss's of one-hot targets.
 """
 
 from __future__ import annotations
@@ -151,3 +153,66 @@ def test_the_generated_test_samples_targets_below_the_class_count() -> None:
 def test_an_index_outside_a_comparison_is_refused_where_written(output: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         spec_from_dict(_class_spec(output))
+
+
+def _mmcv_focal(
+    x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor, gamma: float, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """mmcv's sigmoid focal loss kernels (forward and backward), mean over rows, in torch."""
+    rows, classes = x.shape
+    p = torch.sigmoid(x)
+    tiny = torch.finfo(torch.float32).tiny
+    flag_p = torch.arange(classes)[None, :] == target[:, None]
+    term_p = (1 - p) ** gamma * torch.log(p.clamp_min(tiny))
+    term_n = p**gamma * torch.log((1 - p).clamp_min(tiny))
+    row_weight = weight[target][:, None]
+    loss = torch.where(flag_p, -alpha * term_p, -(1 - alpha) * term_n) * row_weight
+    grad_p = (1 - p) ** gamma * (1 - p - gamma * p * torch.log(p.clamp_min(tiny)))
+    grad_n = p**gamma * (gamma * (1 - p) * torch.log((1 - p).clamp_min(tiny)) - p)
+    grad = torch.where(flag_p, -alpha * grad_p, -(1 - alpha) * grad_n) * row_weight
+    return loss.sum() / rows, grad / rows
+
+
+def _torchvision_focal(
+    x: torch.Tensor, target: torch.Tensor, gamma: float, alpha: float
+) -> torch.Tensor:
+    """torchvision.ops.sigmoid_focal_loss of one-hot targets, summed per row, mean over rows."""
+    one_hot = functional.one_hot(target, x.shape[1]).to(x.dtype)
+    p = torch.sigmoid(x)
+    ce = functional.binary_cross_entropy_with_logits(x, one_hot, reduction="none")
+    p_t = p * one_hot + (1 - p) * (1 - one_hot)
+    loss = ce * ((1 - p_t) ** gamma)
+    loss = (alpha * one_hot + (1 - alpha) * (1 - one_hot)) * loss
+    return loss.sum() / x.shape[0]
+
+
+@pytest.mark.parametrize("gamma, alpha", [(2.0, 0.25), (1.5, 0.5)])
+def test_sigmoid_focal_loss_matches_mmcv(gamma: float, alpha: float) -> None:
+    module = load_module(load_spec(REPO_ROOT / "examples" / "sigmoid_focal_loss.yaml"))
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 5, generator=generator, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 3, 3, 4])
+    weight = torch.rand(5, generator=generator, dtype=torch.float64) + 0.5
+    inputs = (x, target, weight, gamma, alpha)
+    loss = module.sigmoid_focal_loss(*inputs)
+    expected, expected_grad = _mmcv_focal(x.detach(), target, weight, gamma, alpha)
+    torch.testing.assert_close(loss, expected)
+    (grad,) = torch.autograd.grad(loss, x)
+    torch.testing.assert_close(grad, expected_grad)
+    plain = module.sigmoid_focal_loss(x, target, torch.ones(5, dtype=torch.float64), gamma, alpha)
+    torch.testing.assert_close(plain, _torchvision_focal(x.detach(), target, gamma, alpha))
+    assert torch.autograd.gradcheck(module.SigmoidFocalLoss.apply, inputs)
+    assert torch.autograd.gradgradcheck(module.SigmoidFocalLoss.apply, inputs)
+
+
+def test_a_number_beside_a_class_condition_takes_the_logits_dtype() -> None:
+    """where(position(x, -1) == unsqueeze(target, -1), 2.5, 1) in float16: the 2.5 takes
+    x's dtype, not the index's int64 (nor the float32 default a float beside it gives)."""
+    output = "x * where(position(x, -1) == unsqueeze(target, -1), 2.5, 1)"
+    module = load_module(spec_from_dict(_class_spec(output)))
+    x = torch.randn(4, 5, dtype=torch.float16)
+    target = torch.tensor([0, 2, 4, 1])
+    value = module.classes(x, target)
+    assert value.dtype == torch.float16
+    expected = x * torch.where(torch.arange(5) == target[:, None], 2.5, 1).to(torch.float16)
+    torch.testing.assert_close(value, expected)
