@@ -6,7 +6,7 @@ of `gather(x, dim, index)` (`take_along_dim` is the same call), with torch.gathe
 meaning, so the value has the index's shape; and in a comparison, a condition without
 gradient: `target != ignore_index` marks the rows a class loss counts, and
 `position(x, -1) == unsqueeze(target, -1)` is a one-hot mask of the classes (a boolean,
-never a float one-hot). Its symbol is an `IndexSymbol`, so the frontend can refuse it
+never a float one-hot; position is in x's dtype, exact up to 256 classes in bfloat16). Its symbol is an `IndexSymbol`, so the frontend can refuse it
 anywhere else (arithmetic on positions means nothing here). A value of index inputs
 only, as the count `sum(where(target != -100, 1, 0))`, is an int64 tensor: it has no
 tangent and is recomputed in the backward, never returned for it.
