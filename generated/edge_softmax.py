@@ -216,11 +216,7 @@ class EdgeSoftmax(torch.autograd.Function):
                         dst,
                     )
                 ),
-                torch.tensor(
-                    1,
-                    dtype=torch.promote_types(dst.dtype, score.dtype),
-                    device=dst.device,
-                ),
+                torch.tensor(1, dtype=score.dtype, device=score.device),
                 0,
             )
             grad_score = _t4 + _t6 * torch.index_select(
@@ -254,11 +250,7 @@ class EdgeSoftmax(torch.autograd.Function):
             dst,
         )
         _t8 = torch.where(
-            _t7,
-            torch.tensor(
-                1, dtype=torch.promote_types(dst.dtype, score.dtype), device=dst.device
-            ),
-            0,
+            _t7, torch.tensor(1, dtype=score.dtype, device=score.device), 0
         )
         _t9 = _t8.new_zeros((num_nodes, *_t8.shape[1:])).index_add(0, dst, _t8)
         _t10 = torch.where(_t7, tangent_score, 0)

@@ -473,6 +473,73 @@ def index_select_builder(call: Call, dtype: torch.dtype) -> Case | str:
     )
 
 
+def class_loss_builder(log_softmax: bool) -> Builder:
+    """nn.functional.cross_entropy (log_softmax) or nll_loss of logits [N, C] against
+    class indices [N]: the target an index input, compared (symgrad's class targets).
+
+    Out of reach: an input of another rank (a [C] input's 0-d target, [N, C, d...]
+    inputs), probabilities as targets, label_smoothing with weight, and a weight beside
+    a target out of 0..C-1 (ignore_index -1): gather reads the weight of every row.
+    """
+
+    def options(call: Call) -> dict[str, Any] | str:
+        known = {"weight", "ignore_index", "reduction", "label_smoothing"}
+        if len(call.args) != 1 or set(call.kwargs) - known:
+            return f"operands {describe_call(call)}"
+        return {
+            "weight": call.kwargs.get("weight"),
+            "ignore": call.kwargs.get("ignore_index", -100),
+            "reduction": call.kwargs.get("reduction", "mean"),
+            "smoothing": call.kwargs.get("label_smoothing", 0.0),
+        }
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        found, x = options(call), call.input
+        if isinstance(found, str):
+            return found
+        target, weight = call.args[0], found["weight"]
+        if not log_softmax and found["smoothing"]:
+            return "label_smoothing of nll_loss"
+        if not isinstance(target, torch.Tensor) or target.dtype != torch.int64:
+            return "probabilities as targets"
+        if x.ndim != 2:
+            return f"an input of shape {list(x.shape)}: class targets of [N, C] logits only"
+        if weight is not None and (found["smoothing"] or bool((target < 0).any())):
+            return "weight with label_smoothing or a negative target"
+        operands = {"x": x} if weight is None else {"x": x, "w": weight}
+        inputs = _declare(operands, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        inputs["t"] = {"type": "index", "shape": list(target.shape)}
+        return Case(_spec(inputs, _class_loss(log_softmax, weight is not None, found)), bind)
+
+    def bind(call: Call) -> dict[str, Any]:
+        bound = {"x": call.input, "t": call.args[0]}
+        if call.kwargs.get("weight") is not None:
+            bound["w"] = call.kwargs["weight"]
+        return bound
+
+    return build
+
+
+def _class_loss(log_softmax: bool, weighted: bool, found: Mapping[str, Any]) -> str:
+    """The spec of a cross entropy or nll loss per row, reduced as torch reduces it."""
+    valid = f"t != {int(found['ignore'])}"
+    picked = "sum(where(position(x, -1) == unsqueeze(t, -1), x, 0), dim=-1)"
+    lse = "logsumexp(x, dim=-1)" if log_softmax else "0"
+    smoothing = float(found["smoothing"])
+    row = f"({lse} - {picked})"
+    if smoothing:
+        row = f"({1 - smoothing!r} * {row} + {smoothing!r} * ({lse} - mean(x, dim=-1)))"
+    scale = "gather(w, 0, t)" if weighted else "1"
+    losses = f"where({valid}, {scale} * {row}, 0)"
+    if found["reduction"] == "none":
+        return losses
+    if found["reduction"] == "sum":
+        return f"sum({losses})"
+    return f"sum({losses}) / sum(where({valid}, {scale}, 0))"
+
+
 def view_builder(method: str) -> Builder:
     """reshape(x, shape), view(x, shape) or unsqueeze(x, dim) (symgrad.language.views).
 
@@ -892,6 +959,8 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("gather", "", gather_builder(take_along_dim=False)),
     OpMapping("take_along_dim", "", gather_builder(take_along_dim=True)),
     OpMapping("index_select", "", index_select_builder),
+    OpMapping("nn.functional.cross_entropy", "", class_loss_builder(log_softmax=True)),
+    OpMapping("nn.functional.nll_loss", "", class_loss_builder(log_softmax=False)),
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),

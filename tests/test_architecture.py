@@ -44,3 +44,11 @@ def test_contributing_lists_every_module() -> None:
     assert (
         architecture.table() in text
     ), "run: python tools/architecture.py, paste into CONTRIBUTING.md"
+
+
+def test_no_test_file_shares_a_name_with_a_generated_one() -> None:
+    """pytest imports test files by basename: tests/test_x.py beside generated/test_x.py
+    stops the collection of the whole suite ("import file mismatch")."""
+    ours = {path.name for path in (REPO_ROOT / "tests").glob("test_*.py")}
+    generated = {path.name for path in (REPO_ROOT / "generated").rglob("test_*.py")}
+    assert ours & generated == set()

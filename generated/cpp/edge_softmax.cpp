@@ -227,9 +227,8 @@ struct EdgeSoftmax : public torch::autograd::Function<EdgeSoftmax> {
                                          score, "amax", false),
                                      0, dst)),
           at::scalar_tensor(1, at::TensorOptions()
-                                   .dtype(at::promote_types(at::result_type(dst, 1),
-                                                            at::result_type(score, 1)))
-                                   .device(dst.device())),
+                                   .dtype(at::result_type(score, 1))
+                                   .device(score.device())),
           0);
       grad_score =
           _t4 +

@@ -29,6 +29,7 @@ from symgrad.language import (
     segments,
     views,
 )
+from symgrad.language.indexing import of_positions_only, positional_values
 from symgrad.language.piecewise import is_condition
 
 Rewrite = Callable[[sympy.Expr], sympy.Expr]
@@ -86,9 +87,10 @@ def derive_tangents(
         symbol = sympy.Symbol(namer.fresh(f"tangent_{assignment.target.name}"), real=True)
         statements.append(Assignment(symbol, tangent))
         tangent_of[assignment.target] = symbol
+    positional = positional_values((a.target, a.expr) for a in forward)
     results: list[sympy.Expr | None] = []
     for output in outputs:
-        if not output.differentiable:
+        if not output.differentiable or of_positions_only(output.expr, positional):
             results.append(None)
             continue
         overridden = [o for o in spec.overrides if o.output == output]

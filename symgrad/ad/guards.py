@@ -27,6 +27,7 @@ from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanTrue
 from symgrad.language.contractions import Einsum
 from symgrad.language.indexing import Gather, IndexSymbol, ScatterAdd
 from symgrad.language.piecewise import Kink, Where, as_sympy
+from symgrad.language.reductions import Reduction
 from symgrad.language.scans import AlongDim
 from symgrad.language.segments import IndexAdd, IndexSelect, SegmentSum
 from symgrad.language.views import Cat, View
@@ -98,8 +99,19 @@ def _guard(branch: sympy.Expr, cond: Boolean, tensors: frozenset[sympy.Symbol]) 
 # Nodes whose value's positions are not their arguments': a scan or sort moves values
 # along its dim, a view or cat reads them in another shape, a gather, scatter,
 # index_select or index_add moves them by an index, a segment sum or maximum gathers them
-# into segments (the index must stay an index, never a where).
-_MOVING = (AlongDim, View, Cat, Gather, ScatterAdd, SegmentSum, IndexSelect, IndexAdd)
+# into segments (the index must stay an index, never a where), a reduction has fewer dims
+# than its argument (a per-row condition beside a row's sum).
+_MOVING = (
+    AlongDim,
+    View,
+    Cat,
+    Gather,
+    ScatterAdd,
+    SegmentSum,
+    IndexSelect,
+    IndexAdd,
+    Reduction,
+)
 
 
 def _moving_stand_ins(branch: sympy.Expr) -> dict[sympy.Basic, sympy.Symbol]:

@@ -65,6 +65,8 @@ class _Builder:
         self.node_count = 0
         # The operands built so far under each node being built (innermost last).
         self.operands: list[list[sympy.Basic]] = []
+        # How many comparisons are being built around the current node (Note [Index inputs]).
+        self.comparing = 0
 
     def error(self, node: ast.AST | None, message: str) -> SpecError:
         """An error pointing at `node` inside the expression."""
@@ -113,8 +115,11 @@ class _Builder:
 
     def build_Name(self, node: ast.Name, depth: int) -> sympy.Expr:
         name = node.id
-        if isinstance(self.symbols.get(name), indexing.IndexSymbol):
-            message = f"index input {name!r} can only be the index of gather(x, dim, {name})"
+        if isinstance(self.symbols.get(name), indexing.IndexSymbol) and not self.comparing:
+            message = (
+                f"index input {name!r} can only be the index of gather(x, dim, {name}) "
+                f"or compared, as in where({name} != -100, ...)"
+            )
             raise self.error(node, message)
         if name in self.symbols:
             return self.symbols[name]
@@ -152,8 +157,13 @@ class _Builder:
         raise self.error(node, _operator_message(node.op))
 
     def build_Compare(self, node: ast.Compare, depth: int) -> sympy.Basic:
-        operands = [self.value(node.left, depth)]
-        operands += [self.value(item, depth) for item in node.comparators]
+        """A comparison; an index input may be read in its operands (a mask, no gradient)."""
+        self.comparing += 1
+        try:
+            operands = [self.value(node.left, depth)]
+            operands += [self.value(item, depth) for item in node.comparators]
+        finally:
+            self.comparing -= 1
         relations = []
         for left, operator, right in zip(operands, node.ops, operands[1:], strict=False):
             if type(operator) not in _COMPARISONS:

@@ -19,7 +19,7 @@ from symgrad.frontend import fields as read
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
-from symgrad.language import contractions, indexing, reductions, segments, views
+from symgrad.language import contractions, indexing, reductions, scans, segments, views
 
 Node_ = TypeVar("Node_", bound=sympy.Basic)
 
@@ -207,7 +207,26 @@ def index_bounds(spec: Spec) -> dict[str, int]:
         if shape:
             name = node.index.name
             bounds[name] = min(bounds.get(name, shape[node.dim]), shape[node.dim])
+    for name, size in _compared_positions(spec, values):
+        bounds[name] = min(bounds.get(name, size), size)
     return bounds
+
+
+def _compared_positions(
+    spec: Spec, values: Mapping[sympy.Basic, sympy.Basic]
+) -> Iterable[tuple[str, int]]:
+    """Each index input compared with position(e, dim), and the size of e's dim in the test:
+    `position(x, -1) == unsqueeze(target, -1)` reads target as a class of x's last dim."""
+    for item, _ in named_expressions(spec):
+        for relation in item.expr.atoms(sympy.Eq, sympy.Ne):
+            for position in relation.atoms(scans.Position):
+                shape = test_shape(position.argument, spec, values)
+                if not shape:
+                    continue
+                size = shape[int(position.args[1]) % len(shape)]
+                for symbol in relation.free_symbols:
+                    if isinstance(symbol, indexing.IndexSymbol):
+                        yield symbol.name, size
 
 
 def check_gathers(spec: Spec) -> None:

@@ -1,10 +1,15 @@
 """Integer index inputs and `gather`: values read at positions an int64 tensor gives.
 
 Note [Index inputs]: an input declared `type: index` is an int64 tensor with a declared
-shape. It takes no gradient, and the language reads it in one place only: as the index
-of `gather(x, dim, index)` (`take_along_dim` is the same call), with torch.gather's
-meaning, so the value has the index's shape. Its symbol is an `IndexSymbol`, so the
-frontend can refuse it anywhere else (arithmetic on positions means nothing here).
+shape. It takes no gradient, and the language reads it only as an index (of `gather(x,
+dim, index)`, `take_along_dim` the same call, with torch.gather's meaning, so the value
+has the index's shape; of `index_select`, `segment_sum` and `segment_amax`) and in a
+comparison, a condition without gradient: `target != ignore_index` marks the rows a
+class loss counts, and `position(x, -1) == unsqueeze(target, -1)` is a one-hot mask of
+the classes (a boolean, never a float one-hot). Its symbol is an `IndexSymbol`, so the
+frontend can refuse it anywhere else (arithmetic on positions means nothing here). A
+value of index inputs only, as the count `sum(where(target != -100, 1, 0))`, is an int64
+tensor: it has no tangent and is recomputed in the backward, never returned for it.
 
 The adjoint of `gather` is `ScatterAdd`: zeros of the gathered value's shape into which
 the incoming gradient is added at the same positions (torch's scatter_add kernel, no
@@ -14,6 +19,7 @@ the tangent of a gather is the gather of the tangent.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import sympy
@@ -89,6 +95,27 @@ class ScatterAdd(sympy.Function):
     def index(self) -> IndexSymbol:
         result: IndexSymbol = self.args[3]
         return result
+
+
+def of_positions_only(expr: sympy.Basic, positional: Collection[sympy.Basic]) -> bool:
+    """Whether `expr` reads index inputs (or `positional` names), int numbers and no value,
+    as a count of valid rows `sum(where(target != -100, 1, 0))` does: an int64 tensor, without
+    gradient or tangent (Note [Index inputs])."""
+    read = expr.free_symbols
+    tensors = {s for s in read if isinstance(s, IndexSymbol) or s in positional}
+    # An int number beside them (ignore_index) keeps the value an integer.
+    return bool(tensors) and all(s in tensors or s.is_integer for s in read)
+
+
+def positional_values(
+    definitions: Iterable[tuple[sympy.Basic, sympy.Basic]],
+) -> set[sympy.Basic]:
+    """The names, of (name, value) in order, whose values read index inputs only."""
+    found: set[sympy.Basic] = set()
+    for target, expr in definitions:
+        if of_positions_only(expr, found):
+            found.add(target)
+    return found
 
 
 # The spellings of gather in the language: torch's name and its alias.

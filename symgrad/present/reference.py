@@ -46,7 +46,8 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "assume": "sympy assumptions on the symbol: "
         + ", ".join(f"`{a}`" for a in parse.ASSUMPTIONS),
         "shape": "tensors only; the shape the generated test samples (`[]`: 0-d); "
-        "required for an `index` (an int64 tensor that only `gather` reads, no gradient)",
+        "required for an `index` (an int64 tensor that `gather` reads or a comparison "
+        "reads, no gradient)",
         "domain": "`[low, high]`: the interval the generated test samples from",
         "requires_grad": "tensors only; `false`: the input never gets a gradient",
         "default": "numbers only; a default value (inputs with defaults come last)",
@@ -142,6 +143,13 @@ def _functions_section() -> list[str]:
         "float32 and float64's in float64, as a 0-d tensor of `x`'s dtype on its device "
         "(in C++ chosen from `x.scalar_type()`); `x` is a tensor input, by name. It is "
         "constant for differentiation.",
+        "- Class targets: an index input may be compared, a condition without gradient: "
+        "`where(target != ignore_index, loss, 0)` keeps the rows a loss counts, "
+        "`sum(where(target != ignore_index, 1, 0))` counts them (an int64 count; a mean "
+        "over 0 rows is nan, as `F.cross_entropy`'s), and "
+        "`where(position(x, -1) == unsqueeze(target, -1), x, 0)` is a one-hot mask of "
+        "the classes (examples/liger_cross_entropy.yaml); `position` is in `x`'s dtype, "
+        "so the mask is exact up to 256 classes in bfloat16, 2048 in float16.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

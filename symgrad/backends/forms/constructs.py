@@ -81,7 +81,8 @@ class ConstructForms(
         return self._numeric_tensors(cond)[0]
 
     def _numeric_tensors(self, cond: sympy.Basic) -> list[sympy.Basic]:
-        """The tensors (not boolean temporaries) that `cond` compares, in name order."""
+        """The tensors (not boolean temporaries) that `cond` compares, in name order; the
+        values among them where it compares index inputs too."""
         pending = [cond]
         candidates: set[sympy.Basic] = set()
         while pending:
@@ -90,7 +91,9 @@ class ConstructForms(
                     pending.append(self.conditions[symbol])
                 else:
                     candidates.add(symbol)
-        return sorted(candidates, key=str)
+        # An index input's int64 positions set no value's dtype beside a value compared.
+        values = {c for c in candidates if not isinstance(c, indexing.IndexSymbol)}
+        return sorted(values or candidates, key=str)
 
     # --- Kinks, activations and pullbacks -------------------------------------------------
 
