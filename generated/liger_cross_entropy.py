@@ -157,9 +157,9 @@ class LigerCrossEntropy(torch.autograd.Function):
         picked = torch.sum(
             torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 x,
@@ -304,7 +304,7 @@ class LigerCrossEntropy(torch.autograd.Function):
                             torch.where(
                                 (
                                     torch.arange(
-                                        x.size(-1), dtype=x.dtype, device=x.device
+                                        x.size(-1), dtype=torch.int64, device=x.device
                                     ).expand_as(x)
                                     == target.unsqueeze(-1)
                                 ),
@@ -348,9 +348,9 @@ class LigerCrossEntropy(torch.autograd.Function):
         tangent_picked = torch.sum(
             torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 tangent_x,

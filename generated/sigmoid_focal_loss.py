@@ -141,7 +141,9 @@ class SigmoidFocalLoss(torch.autograd.Function):
         p = torch.sigmoid(x)
         term = torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 == target.unsqueeze(-1)
             ),
             (-alpha) * (1 - p) ** gamma * torch.nn.functional.logsigmoid(x),

@@ -66,7 +66,9 @@ def reference(
     picked = torch.sum(
         torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 == target.unsqueeze(-1)
             ),
             x,

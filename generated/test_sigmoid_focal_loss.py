@@ -61,7 +61,7 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
     p = torch.sigmoid(x)
     term = torch.where(
         (
-            torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+            torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(x)
             == target.unsqueeze(-1)
         ),
         -(
@@ -70,7 +70,7 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
                 - torch.where(
                     (
                         torch.arange(
-                            x.size(-1), dtype=x.dtype, device=x.device
+                            x.size(-1), dtype=torch.int64, device=x.device
                         ).expand_as(x)
                         == target.unsqueeze(-1)
                     ),
@@ -80,9 +80,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             )
             ** torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 torch.tensor(
@@ -97,7 +97,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         )
         * torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 == target.unsqueeze(-1)
             ),
             torch.tensor(
@@ -110,9 +112,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         * torch.log(
             torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 p,
@@ -121,7 +123,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         ),
         torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 != target.unsqueeze(-1)
             ),
             p,
@@ -129,7 +133,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         )
         ** torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 != target.unsqueeze(-1)
             ),
             torch.tensor(
@@ -143,9 +149,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             -1
             + torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     != target.unsqueeze(-1)
                 ),
                 torch.tensor(
@@ -162,9 +168,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             1
             - torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     != target.unsqueeze(-1)
                 ),
                 p,

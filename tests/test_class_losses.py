@@ -136,6 +136,16 @@ def test_the_one_hot_condition_picks_the_target_logit() -> None:
     assert torch.autograd.gradgradcheck(module.Classes.apply, (x, target))
 
 
+def test_the_one_hot_condition_is_exact_past_bfloat16s_integers() -> None:
+    """Positions compared with a class index are int64: in x's bfloat16, arange rounds
+    257 to 256, and the mask picked two classes or none."""
+    output = "sum(where(position(x, -1) == unsqueeze(target, -1), x, 0), dim=-1)"
+    module = load_module(spec_from_dict(_class_spec(output)))
+    x = torch.randn(3, 300).to(torch.bfloat16)
+    target = torch.tensor([257, 299, 3])
+    torch.testing.assert_close(module.classes(x, target), x.gather(1, target[:, None])[:, 0])
+
+
 def test_the_generated_test_samples_targets_below_the_class_count() -> None:
     from symgrad.frontend import indices
 

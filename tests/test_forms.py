@@ -123,6 +123,11 @@ FORMS = {
         "torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)",
         "at::arange(x.size(-1), x.options()).expand_as(x)",
     ),
+    "positions compared with an index input: int64, exact past the value dtype's integers": (
+        sympy.Eq(scans.along("position", x, -1), i, evaluate=False),
+        "(torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(x) == i)",
+        "(at::arange(x.size(-1), x.options().dtype(at::kLong)).expand_as(x) == i)",
+    ),
     "positions along another dim: moved last for the expansion, and back": (
         scans.along("position", a + b, 0),
         "torch.arange((a + b).size(0), dtype=(a + b).dtype, device=(a + b).device)"

@@ -129,9 +129,9 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
                                                double lse_square_scale) {
     const at::Tensor lse = at::logsumexp(x, at::IntArrayRef{-1});
     const at::Tensor picked = at::sum(
-        at::where(
-            (at::arange(x.size(-1), x.options()).expand_as(x) == target.unsqueeze(-1)),
-            x, 0),
+        at::where((at::arange(x.size(-1), x.options().dtype(at::kLong)).expand_as(x) ==
+                   target.unsqueeze(-1)),
+                  x, 0),
         at::IntArrayRef{-1});
     const at::Tensor mean2 = at::mean(x, at::IntArrayRef{-1});
     const at::Tensor row = label_smoothing * (lse - mean2) +
@@ -284,8 +284,8 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
                     detail::sum_to((-label_smoothing) * _t13, _t3, _t7)) /
                         _t1 +
                     detail::sum_to(
-                        at::where((at::arange(x.size(-1), x.options()).expand_as(x) ==
-                                   target.unsqueeze(-1)),
+                        at::where((at::arange(x.size(-1), x.options().dtype(at::kLong))
+                                       .expand_as(x) == target.unsqueeze(-1)),
                                   detail::unsqueeze_last(
                                       detail::sum_to((-_t11) * _t13, _t4, _t7)),
                                   0),

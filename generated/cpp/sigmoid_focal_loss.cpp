@@ -109,10 +109,11 @@ struct SigmoidFocalLoss : public torch::autograd::Function<SigmoidFocalLoss> {
                                                const at::Tensor& weight, double gamma,
                                                double alpha) {
     const at::Tensor p = at::sigmoid(x);
-    const at::Tensor term = at::where(
-        (at::arange(x.size(-1), x.options()).expand_as(x) == target.unsqueeze(-1)),
-        (-alpha) * (at::pow(at::rsub(p, 1), gamma) * at::log_sigmoid(x)),
-        at::pow(p, gamma) * (-1.0 + alpha) * at::log_sigmoid(-x));
+    const at::Tensor term =
+        at::where((at::arange(x.size(-1), x.options().dtype(at::kLong)).expand_as(x) ==
+                   target.unsqueeze(-1)),
+                  (-alpha) * (at::pow(at::rsub(p, 1), gamma) * at::log_sigmoid(x)),
+                  at::pow(p, gamma) * (-1.0 + alpha) * at::log_sigmoid(-x));
     const at::Tensor sum0 = at::sum(term, at::IntArrayRef{-1});
     const at::Tensor loss = at::mean(sum0 * at::gather(weight, 0, target));
     return {loss};

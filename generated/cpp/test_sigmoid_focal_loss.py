@@ -72,7 +72,7 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
     p = torch.sigmoid(x)
     term = torch.where(
         (
-            torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+            torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(x)
             == target.unsqueeze(-1)
         ),
         -(
@@ -81,7 +81,7 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
                 - torch.where(
                     (
                         torch.arange(
-                            x.size(-1), dtype=x.dtype, device=x.device
+                            x.size(-1), dtype=torch.int64, device=x.device
                         ).expand_as(x)
                         == target.unsqueeze(-1)
                     ),
@@ -91,9 +91,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             )
             ** torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 torch.tensor(
@@ -108,7 +108,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         )
         * torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 == target.unsqueeze(-1)
             ),
             torch.tensor(
@@ -121,9 +123,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         * torch.log(
             torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     == target.unsqueeze(-1)
                 ),
                 p,
@@ -132,7 +134,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         ),
         torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 != target.unsqueeze(-1)
             ),
             p,
@@ -140,7 +144,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
         )
         ** torch.where(
             (
-                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                torch.arange(x.size(-1), dtype=torch.int64, device=x.device).expand_as(
+                    x
+                )
                 != target.unsqueeze(-1)
             ),
             torch.tensor(
@@ -154,9 +160,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             -1
             + torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     != target.unsqueeze(-1)
                 ),
                 torch.tensor(
@@ -173,9 +179,9 @@ def reference(x, target, weight, gamma, alpha) -> tuple[torch.Tensor, ...]:
             1
             - torch.where(
                 (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
+                    torch.arange(
+                        x.size(-1), dtype=torch.int64, device=x.device
+                    ).expand_as(x)
                     != target.unsqueeze(-1)
                 ),
                 p,

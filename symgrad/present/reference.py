@@ -148,8 +148,8 @@ def _functions_section() -> list[str]:
         "`sum(where(target != ignore_index, 1, 0))` counts them (an int64 count; a mean "
         "over 0 rows is nan, as `F.cross_entropy`'s), and "
         "`where(position(x, -1) == unsqueeze(target, -1), x, 0)` is a one-hot mask of "
-        "the classes (examples/liger_cross_entropy.yaml); `position` is in `x`'s dtype, "
-        "so the mask is exact up to 256 classes in bfloat16, 2048 in float16.",
+        "the classes (examples/liger_cross_entropy.yaml); a `position` compared with an "
+        "index input is int64, so the mask is exact at any class count in any dtype.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

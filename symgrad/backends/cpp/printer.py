@@ -205,8 +205,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_argsort(self, argument: str, dim: int, descending: bool) -> str:
         return f"at::argsort({argument}, {dim}, {str(descending).lower()})"
 
-    def _spell_arange(self, like: str, dim: int) -> str:
-        return f"at::arange({like}.size({dim}), {like}.options())"
+    def _spell_arange(self, like: str, dim: int, integer: bool = False) -> str:
+        options = f"{like}.options().dtype(at::kLong)" if integer else f"{like}.options()"
+        return f"at::arange({like}.size({dim}), {options})"
 
     def _spell_expand_as(self, value: str, like: str) -> str:
         return f"{value}.expand_as({like})"

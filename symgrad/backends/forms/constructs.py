@@ -48,7 +48,14 @@ class ConstructForms(
     """The language's constructs over tensors and numbers, in torch's operations."""
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
-        lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
+        """A comparison; positions compared with an index input are int64, never rounded
+        to the value's dtype (class 257 is 256 in bfloat16)."""
+        indexed = any(isinstance(a, indexing.IndexSymbol) for a in expr.free_symbols)
+        outer, self.integer_positions = self.integer_positions, indexed
+        try:
+            lhs, rhs = (self.parenthesize(side, PRECEDENCE["Relational"]) for side in expr.args)
+        finally:
+            self.integer_positions = outer
         return f"({lhs} {expr.rel_op} {rhs})"
 
     # --- Conditional values ---------------------------------------------------------------

@@ -16,6 +16,9 @@ from symgrad.language import scans
 class ScanForms(ArithmeticForms):
     """Scans and sort over tensors, in torch's operations."""
 
+    # Set while printing a comparison with an index input: positions are then int64.
+    integer_positions = False
+
     def _scanned(self, expr: scans.AlongDim) -> str:
         """The argument of a scan, which must be a tensor."""
         if not self.is_tensor(expr.argument):
@@ -35,11 +38,11 @@ class ScanForms(ArithmeticForms):
         return self._spell_argsort(self._scanned(expr), expr.dim, expr.descending)
 
     def _print_Position(self, expr: scans.Position) -> str:
-        """arange along dim in the argument's dtype, expanded like it: the dim moved last
-        for the expansion and back, unless it is the last already."""
+        """arange along dim in the argument's dtype (int64 beside an index), expanded like
+        it: the dim moved last for the expansion and back, unless it is the last already."""
         self._scanned(expr)
         like, dim = self._operand(expr.argument), expr.dim
-        positions = self._spell_arange(like, dim)
+        positions = self._spell_arange(like, dim, integer=self.integer_positions)
         if dim == -1:
             return self._spell_expand_as(positions, like)
         moved = self._spell_movedim(like, dim, -1)
@@ -63,8 +66,9 @@ class ScanForms(ArithmeticForms):
         """torch.argsort(argument, dim, descending): the indices of the same sort."""
         raise NotImplementedError
 
-    def _spell_arange(self, like: str, dim: int) -> str:
-        """0, 1, ... up to the size of `like` along dim, in its dtype and on its device."""
+    def _spell_arange(self, like: str, dim: int, integer: bool = False) -> str:
+        """0, 1, ... up to the size of `like` along dim, in its dtype (int64 if `integer`)
+        and on its device."""
         raise NotImplementedError
 
     def _spell_expand_as(self, value: str, like: str) -> str:

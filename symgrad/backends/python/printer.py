@@ -201,8 +201,9 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_argsort(self, argument: str, dim: int, descending: bool) -> str:
         return f"torch.argsort({argument}, dim={dim}, descending={descending})"
 
-    def _spell_arange(self, like: str, dim: int) -> str:
-        return f"torch.arange({like}.size({dim}), dtype={like}.dtype, device={like}.device)"
+    def _spell_arange(self, like: str, dim: int, integer: bool = False) -> str:
+        dtype = "torch.int64" if integer else f"{like}.dtype"
+        return f"torch.arange({like}.size({dim}), dtype={dtype}, device={like}.device)"
 
     def _spell_expand_as(self, value: str, like: str) -> str:
         return f"{value}.expand_as({like})"
