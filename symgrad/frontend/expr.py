@@ -114,7 +114,7 @@ class _Builder:
     def build_Name(self, node: ast.Name, depth: int) -> sympy.Expr:
         name = node.id
         if isinstance(self.symbols.get(name), indexing.IndexSymbol):
-            message = f"index input {name!r} can only be the index of gather(x, dim, {name})"
+            message = f"index {name!r} can only be the index of gather(x, dim, {name})"
             raise self.error(node, message)
         if name in self.symbols:
             return self.symbols[name]

@@ -113,7 +113,12 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
 
 def _read_leaves(node: sympy.Basic) -> set[sympy.Basic]:
     """The leaves of the values a shaped node reads: a cat's pieces, a contraction's operands,
-    else its argument."""
+    an index's reader's argument and index, else its argument (and what a gather in it
+    reads: `max(x, dim=d)` sums a gather of x, Note [Arg extrema])."""
+    if isinstance(node, (indexing.Gather, segments.SegmentSum, segments.IndexSelect)):
+        return leaves(sympy.Tuple(node.args[0], node.index))
+    if isinstance(node, reductions.Reduction) and isinstance(node.argument, indexing.Gather):
+        return leaves(node.argument) | _read_leaves(node.argument)
     if isinstance(node, views.Cat):
         return set().union(*(leaves(piece) for piece in node.pieces))
     if isinstance(node, contractions.Einsum):  # and what a letter summed out was summed from

@@ -6,6 +6,7 @@ import difflib
 
 from symgrad.language import (
     activations,
+    arg_extrema,
     contractions,
     functions,
     indexing,
@@ -31,6 +32,7 @@ def function_names() -> list[str]:
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
+        *arg_extrema.ARG_EXTREMA,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

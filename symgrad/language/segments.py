@@ -22,8 +22,6 @@ from typing import Any
 
 import sympy
 
-from symgrad.language.indexing import IndexSymbol
-
 # The spelling in the language.
 SEGMENT_SUM = "segment_sum"
 
@@ -56,8 +54,8 @@ class SegmentSum(sympy.Function):
         return int(self.args[1])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[2]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[2]
         return result
 
     @property
@@ -89,12 +87,12 @@ class IndexSelect(sympy.Function):
         return int(self.args[1])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[2]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[2]
         return result
 
 
-def segment_sum(source: sympy.Expr, dim: int, index: IndexSymbol, size: sympy.Expr) -> sympy.Expr:
+def segment_sum(source: sympy.Expr, dim: int, index: sympy.Expr, size: sympy.Expr) -> sympy.Expr:
     """Build `segment_sum(source, index, dim, size)`; of a zero, zero."""
     if source == 0:
         return sympy.Integer(0)

@@ -239,6 +239,11 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_index_select(self, value: str, dim: int, index: str) -> str:
         return f"at::index_select({value}, {dim}, {index})"
 
+    # --- Arg extrema (symgrad.backends.forms.arg_extrema) ---------------------------------
+
+    def _spell_arg_extremum(self, name: str, argument: str, dim: int, keepdim: bool) -> str:
+        return f"at::{name}({argument}, {dim}, {'true' if keepdim else 'false'})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

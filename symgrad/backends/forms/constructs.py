@@ -15,6 +15,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.base import UnprintableError
+from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.scans import ScanForms
@@ -32,7 +33,9 @@ from symgrad.language import (
 )
 
 
-class ConstructForms(SegmentForms, ContractionForms, ScanForms, ViewForms, ArithmeticForms):
+class ConstructForms(
+    ArgExtremumForms, SegmentForms, ContractionForms, ScanForms, ViewForms, ArithmeticForms
+):
     """The language's constructs over tensors and numbers, in torch's operations."""
 
     def _print_Relational(self, expr: sympy.Basic) -> str:
