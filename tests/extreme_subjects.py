@@ -108,6 +108,7 @@ _GATHERS: dict[str, tuple[str, Callable[..., Any], list[int]]] = {
         lambda x, i: x.new_zeros(3, x.shape[1]).index_add(0, i, x),
         [6],
     ),
+    "index_select": ("index_select(x, 0, i)", lambda x, i: torch.index_select(x, 0, i), [6]),
 }
 
 

@@ -452,6 +452,27 @@ def gather_builder(take_along_dim: bool) -> Builder:
     return build
 
 
+def index_select_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """index_select(x, dim, index): the index a 1-d index input; torch also takes a 0-d
+    value (as one of one element), which the language refuses."""
+    x = call.input
+    if call.kwargs or len(call.args) != 2 or not isinstance(call.args[0], int):
+        return f"operands {describe_call(call)}"
+    dim, index = call.args
+    if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.numel() == 0:
+        return f"operands {describe_call(call)}"
+    if x.ndim == 0:
+        return "a 0-d value"
+    inputs = _declare({"x": x}, dtype)
+    if isinstance(inputs, str):
+        return inputs
+    inputs["i"] = {"type": "index", "shape": list(index.shape)}
+    return Case(
+        _spec(inputs, f"index_select(x, {dim}, i)"),
+        lambda call: {"x": call.input, "i": call.args[1]},
+    )
+
+
 def view_builder(method: str) -> Builder:
     """reshape(x, shape), view(x, shape) or unsqueeze(x, dim) (symgrad.language.views).
 
@@ -830,6 +851,7 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("where", "", where_builder),
     OpMapping("gather", "", gather_builder(take_along_dim=False)),
     OpMapping("take_along_dim", "", gather_builder(take_along_dim=True)),
+    OpMapping("index_select", "", index_select_builder),
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),

@@ -135,6 +135,11 @@ FORMS = {
         "torch.index_select(x, 0, i)",
         "at::index_select(x, 0, i)",
     ),
+    "an index_select's adjoint: index_add into zeros of the selected value's shape": (
+        segments.IndexAdd(a, sympy.Symbol("shape"), sympy.Integer(1), i),
+        "a.new_zeros(shape).index_add(1, i, a)",
+        "at::index_add(at::zeros(shape, a.options()), 1, i, a)",
+    ),
 }
 
 

@@ -345,6 +345,7 @@ _NOT_ELEMENTWISE = (
     contractions.Einsum,
     segments.SegmentSum,
     segments.IndexSelect,
+    segments.IndexAdd,
 )
 
 # Docstring derivatives whose expansion grows past this many operations are not shown.

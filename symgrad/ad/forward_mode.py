@@ -179,6 +179,9 @@ def _tangent(
         elif isinstance(node, segments.SegmentSum):
             tangent = in_own_shape(visit(node.source), node.source)
             result = segments.segment_sum_tangent(node, tangent)
+        elif isinstance(node, segments.IndexSelect):
+            tangent = in_own_shape(visit(node.argument), node.argument)
+            result = segments.index_select_tangent(node, tangent)
         elif isinstance(node, reductions.Normalization):
             tangent = in_own_shape(visit(node.argument), node.argument)
             result = _normalization_tangent(node, tangent)

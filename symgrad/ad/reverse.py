@@ -187,6 +187,8 @@ class ReverseSweep:
                 exact = fit(adjoint, node, self.shapes, exact=True).expr
                 selected = segments.segment_sum_adjoint(node, exact)
                 add(node.source, Term(selected, node.source, True))
+            elif isinstance(node, segments.IndexSelect):  # Note [Index selects]
+                self.gather_terms(node, adjoint, add)
             elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
                 for arg, term in self.kink_terms(node, adjoint):
                     if arg in order:
@@ -210,9 +212,13 @@ class ReverseSweep:
                     add(node.args[index], Term(product, adjoint.frame, full, adjoint.mask))
 
     def gather_terms(
-        self, node: indexing.Gather, adjoint: Term, add: Callable[[sympy.Basic, Term], None]
+        self,
+        node: indexing.Gather | segments.IndexSelect,
+        adjoint: Term,
+        add: Callable[[sympy.Basic, Term], None],
     ) -> None:
-        """Scatter-add the adjoint, in the index's shape, into zeros of the argument's.
+        """Scatter-add (index_add) the adjoint, in the gather's shape, into zeros of the
+        argument's.
 
         The adjoint is named when it is not a symbol: the spelling reads it twice (its
         dtype, then its values).
@@ -223,7 +229,11 @@ class ReverseSweep:
             self.statements.append(Assignment(temporary, exact))
             exact = temporary
         shape = reductions.ShapeOf(node.argument)
-        add(node.argument, Term(indexing.gather_adjoint(node, exact, shape), node.argument, True))
+        if isinstance(node, segments.IndexSelect):
+            spread: sympy.Expr = segments.index_select_adjoint(node, exact, shape)
+        else:
+            spread = indexing.gather_adjoint(node, exact, shape)
+        add(node.argument, Term(spread, node.argument, True))
 
     def view_terms(
         self,

@@ -74,6 +74,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _segment_sum_call(walker, node, depth)
     if spelling in arg_extrema.ARG_EXTREMA or _is_extremum_along(node, spelling):
         return _arg_extremum_call(walker, node, spelling, depth)
+    if spelling == segments.INDEX_SELECT:
+        return _index_select_call(walker, node, depth)
     if spelling in activations.ACTIVATIONS or spelling in activations.ACTIVATION_ALIASES:
         return _activation_call(walker, node, spelling, depth)
     if node.keywords:
@@ -216,6 +218,17 @@ def _segment_sum_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
     return segments.segment_sum(argument, dim, index, _segment_count(walker, given["size"]))
 
 
+def _index_select_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """index_select(e, dim, index): torch.index_select by a 1-d index input (Note [Index
+    selects])."""
+    given = _arguments(walker, node, segments.INDEX_SELECT, ("dim", "index"))
+    argument = walker.value(node.args[0], depth)
+    index = _index_input(walker, given["index"], depth)
+    return segments.index_select(
+        argument, _small_integer(walker, given["dim"], "index_select"), index
+    )
+
+
 def _segment_count(walker: Walker, node: ast.AST) -> sympy.Expr:
     """A positive integer literal, or the name of an int input."""
     if isinstance(node, ast.Constant) and type(node.value) is int and 0 < node.value <= 2**31:
@@ -254,7 +267,7 @@ def _arguments(
     return given
 
 
-def _index_input(walker: Walker, node: ast.AST, depth: int = 0) -> sympy.Expr:
+def _index_input(walker: Walker, node: ast.AST, depth: int) -> sympy.Expr:
     """An index: an index input or a `where` name of an argmax/argmin by name, or an
     argmax/argmin call (Note [Arg extrema]); a float value is refused where it is."""
     if isinstance(node, ast.Name):

@@ -10,6 +10,7 @@ requires. The generated test samples the index below the size of the gathered di
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 import sympy
 
@@ -19,6 +20,8 @@ from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
 from symgrad.language import arg_extrema, contractions, indexing, reductions, segments, views
+
+Node_ = TypeVar("Node_", bound=sympy.Basic)
 
 # The keys an index input takes.
 INDEX_KEYS = ("type", "shape")
@@ -60,6 +63,8 @@ def test_shape(
             return contractions.einsum_shape(node, [visit(o) for o in node.operands])
         if isinstance(node, segments.SegmentSum):
             return _segmented(visit(node.source), node, spec)
+        if isinstance(node, segments.IndexSelect):
+            return _selected(visit(node.argument), node, visit(node.index))
         if isinstance(node, reductions.Reduction):
             return _reduced(visit(node.argument), node.dims, node.keepdim)
         if isinstance(node, views.View):  # Note [Views]; ValueError where it cannot
@@ -113,6 +118,16 @@ def _segmented(
     return (*shape[:dim], size, *shape[dim + 1 :])
 
 
+def _selected(
+    shape: tuple[int, ...] | None, node: segments.IndexSelect, index: tuple[int, ...] | None
+) -> tuple[int, ...] | None:
+    """The shape of an index_select of a value of `shape` by a 1-d index of `index`'s."""
+    if not shape or not index or not -len(shape) <= node.dim < len(shape):
+        return shape
+    dim = node.dim % len(shape)
+    return (*shape[:dim], index[0], *shape[dim + 1 :])
+
+
 def _segment_count(node: segments.SegmentSum, spec: Spec) -> int:
     """The number of segments in the test: the literal, or the int input's test value."""
     if node.size.is_Integer:
@@ -123,9 +138,14 @@ def _segment_count(node: segments.SegmentSum, spec: Spec) -> int:
 
 def segment_sums(spec: Spec) -> list[tuple[segments.SegmentSum, Location, str]]:
     """Every segment sum of the spec's expressions, with where it is written and its path."""
+    return _written(spec, segments.SegmentSum)
+
+
+def _written(spec: Spec, kind: type[Node_]) -> list[tuple[Node_, Location, str]]:
+    """Every node of `kind` in the spec's expressions, where it is written and its path."""
     found = []
     for item, section in named_expressions(spec):
-        for node in sorted(item.expr.atoms(segments.SegmentSum), key=sympy.default_sort_key):
+        for node in sorted(item.expr.atoms(kind), key=sympy.default_sort_key):
             found.append((node, item.location, f"{section}.{item.name}"))
     return found
 
@@ -170,9 +190,28 @@ def check_index_positions(spec: Spec) -> None:
             elif isinstance(node, arg_extrema.ArgExtremum) and node not in allowed:
                 message = (
                     f"{node.name}() gives positions: use it as the index of gather, "
-                    "take_along_dim or segment_sum, or name it in where"
+                    "take_along_dim, segment_sum or index_select, or name it in where"
                 )
                 raise SpecError(item.location, message, f"{section}.{item.name}")
+
+
+def check_index_selects(spec: Spec) -> None:
+    """Refuse an index_select of a number, along a dim it lacks, or by an index not 1-d."""
+    values = {i.symbol: i.expr for i in spec.intermediates}
+    for node, location, path in _written(spec, segments.IndexSelect):
+        shape = test_shape(node.argument, spec, values)
+        index_shape = list(test_shape(node.index, spec, values) or ())
+        if not shape:
+            raise SpecError(location, "index_select() needs a value with dimensions", path)
+        if not -len(shape) <= node.dim < len(shape):
+            message = f"index_select() dim {node.dim} is out of range for {len(shape)} dimensions"
+            raise SpecError(location, message, path)
+        if len(index_shape) != 1:
+            message = (
+                f"index_select() index {_index_name(node.index)!r} must be 1-d, one position "
+                f"per slice selected, but has shape {index_shape}"
+            )
+            raise SpecError(location, message, path)
 
 
 def index_bounds(spec: Spec) -> dict[str, int]:
@@ -185,7 +224,9 @@ def index_bounds(spec: Spec) -> dict[str, int]:
             continue  # computed positions are in range by construction
         name, count = str(summed.index), _segment_count(summed, spec)
         bounds[name] = min(bounds.get(name, count), count)
-    for node, _, _ in gathers(spec):
+    read: list[indexing.Gather | segments.IndexSelect] = [node for node, _, _ in gathers(spec)]
+    read += [node for node, _, _ in _written(spec, segments.IndexSelect)]
+    for node in read:
         shape = test_shape(node.argument, spec, values)
         if shape and node.index in inputs:
             name = str(node.index)

@@ -117,6 +117,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     indices.check_gathers(spec)
     check_contractions(spec)
     indices.check_segment_sums(spec)
+    indices.check_index_selects(spec)
     return spec
 
 

@@ -32,6 +32,7 @@ def function_names() -> list[str]:
         *scans.POSITION_SPELLINGS,
         *contractions.CONTRACTION_SPELLINGS,
         segments.SEGMENT_SUM,
+        segments.INDEX_SELECT,
         *arg_extrema.ARG_EXTREMA,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,

@@ -378,7 +378,7 @@ class Shapes:
             result = self.of(node.target.argument)
         elif isinstance(node, indexing.Gather):
             result = self.of(node.index)  # torch.gather: the index's shape
-        elif isinstance(node, indexing.ScatterAdd):
+        elif isinstance(node, (indexing.ScatterAdd, segments.IndexAdd)):
             result = self.of(node.shape.args[0])  # the gathered value's shape
         elif isinstance(node, (*views.SHAPED, views.ReshapeTo, views.PieceZeros, views.CatPiece)):
             result = self.view_of(node)

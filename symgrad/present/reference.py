@@ -128,6 +128,10 @@ def _functions_section() -> list[str]:
         "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
         "position per slice, `size` a positive integer or an `int` input with a default. "
         "Its gradient is `index_select` of the gradient at `index`.",
+        "- `index_select(e, dim, index)`: `torch.index_select`, the slices of `e` along "
+        "`dim` at a 1-d index input's positions (a slice may be read many times or never). "
+        "Its gradient is the segment sum (`index_add`) of the gradient into zeros of "
+        "`e`'s shape.",
     ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [

@@ -62,6 +62,7 @@ PRINTABLE_TYPES: tuple[type, ...] = (
     contractions.Einsum,
     segments.SegmentSum,
     segments.IndexSelect,
+    segments.IndexAdd,
     pullbacks.Pullback,
     sympy.And,
     sympy.Or,

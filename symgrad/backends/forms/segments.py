@@ -2,7 +2,8 @@
 
 A segment sum is zeros whose `dim` has `size` elements, in the source's dtype and on its
 device, into which torch's `index_add` adds the source's slices (Note [Segment sums] in
-symgrad.language.segments); its adjoint is torch's `index_select`. The zeros read the
+symgrad.language.segments); its adjoint is torch's `index_select`, whose own adjoint is
+index_add into zeros of the selected value's shape (Note [Index selects]). The zeros read the
 shape of the node's `like` argument, the source itself, named by CSE where it is an
 expression.
 """
@@ -30,6 +31,12 @@ class SegmentForms(ArithmeticForms):
         """torch.index_select: the slices of the value at the index's positions."""
         value, index = self._print(expr.argument), self._print(expr.index)
         return self._spell_index_select(value, expr.dim, index)
+
+    def _print_IndexAdd(self, expr: segments.IndexAdd) -> str:
+        """An index_select's adjoint: the source added at the index into zeros of the
+        selected value's shape, by torch's index_add (Note [Index selects])."""
+        source, shape, index = (self._print(a) for a in (expr.source, expr.shape, expr.index))
+        return self._spell_index_add(self._spell_zeros(source, shape), expr.dim, index, source)
 
     # --- The spellings a backend gives ----------------------------------------------------
 

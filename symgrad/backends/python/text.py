@@ -178,6 +178,10 @@ class _ReadablePrinter(StrPrinter):
         value, index = self._print(expr.argument), self._print(expr.index)
         return f"index_select({value}, {expr.dim}, {index})"
 
+    def _print_IndexAdd(self, expr: Any) -> str:
+        like, source = self._print(expr.shape.args[0]), self._print(expr.source)
+        return f"zeros_like({like}).index_add({expr.dim}, {self._print(expr.index)}, {source})"
+
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
         return f"{expr.name}({self._print(expr.argument)}{dims})"
