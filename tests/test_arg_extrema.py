@@ -79,6 +79,11 @@ def test_values_along_a_dim_match_torch(output: str, reference: object) -> None:
             lambda x, w: torch.take_along_dim(w * x, x.argmin(0, keepdim=True), 0),
         ),
         (
+            "index_select(w * x, 1, k) * 2",
+            {"k": "argmax(x, dim=0)"},
+            lambda x, w: torch.index_select(w * x, 1, x.argmax(0)) * 2,
+        ),
+        (
             "segment_sum(exp(w), k, 0, 3)",
             {"k": "argmax(x, dim=1)"},
             lambda x, w: torch.zeros(3, 3, dtype=w.dtype).index_add(0, x.argmax(1), w.exp()),
