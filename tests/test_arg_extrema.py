@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 
+from symgrad.ad.saving import eager_saved_elements
 from symgrad.api import derive, load_module, spec_from_dict
 from symgrad.errors import SpecError
 
@@ -147,3 +148,9 @@ def test_max_of_two_values_stays_elementwise() -> None:
 def test_misuses_are_refused(output: str, where: dict[str, str], message: str) -> None:
     with pytest.raises(SpecError, match=re.escape(message)):
         spec_from_dict(_spec(output, where))
+
+
+def test_eager_saves_the_positions_not_the_values_argmax_reads() -> None:
+    """torch.argmax saves nothing; the gather reading it saves the positions (reduced, so
+    counted as small), and the product x * w its factors (12 each), not the product."""
+    assert eager_saved_elements(spec_from_dict(_spec("max(x * w, dim=1)"))) == 24
