@@ -125,7 +125,7 @@ struct VQStraightThrough : public torch::autograd::Function<VQStraightThrough> {
     ctx->saved_data["_t0"] = [&] {
       auto sizes = codebook.sizes().vec();
       sizes[at::maybe_wrap_dim(0, static_cast<int64_t>(sizes.size()))] =
-          indices.size(0);
+          outputs[1].size(0);
       return sizes;
     }();
     ctx->saved_data["_t1"] = inputs.sizes().vec();
