@@ -89,6 +89,16 @@ _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "log_softmax": ("log_softmax(x, dim=-1)", lambda x: torch.log_softmax(x, dim=-1)),
     "amax": ("amax(x, dim=-1)", lambda x: torch.amax(x, dim=-1)),
     "amin": ("amin(x, dim=-1, keepdim=True)", lambda x: torch.amin(x, dim=-1, keepdim=True)),
+    "argmax": (
+        "gather(x, -1, argmax(x, -1, keepdim=True))",
+        lambda x: torch.gather(x, -1, torch.argmax(x, -1, keepdim=True)),
+    ),
+    "argmin": (
+        "take_along_dim(x, argmin(x, -1, keepdim=True), -1)",
+        lambda x: torch.gather(x, -1, torch.argmin(x, -1, keepdim=True)),
+    ),
+    "max_dim": ("max(x, dim=-1)", lambda x: torch.max(x, -1).values),
+    "min_dim": ("min(x, dim=-1, keepdim=True)", lambda x: torch.min(x, -1, keepdim=True).values),
     "cumsum": ("cumsum(x, -1)", lambda x: torch.cumsum(x, -1)),
     "cumprod": ("cumprod(x, -1)", lambda x: torch.cumprod(x, -1)),
     "flip": ("flip(x, -1)", lambda x: torch.flip(x, (-1,))),

@@ -3,14 +3,15 @@
 `random_case(seed)` draws a spec deterministically: 1-3 tensor inputs of broadcast-
 compatible shapes (size-1 dims, different ranks, 0-d), a number input, `where:` values
 reused several times, nested reductions (amax and amin too) with random dims and
-keepdim, softmax, scans and sort along a dim, views (unsqueeze, reshape, chunk, cat),
-kinks and conditions, patterns whose terms sympy cancels (`a + x - a`, `a * x / a`,
-`x - x`), and 1-3 outputs (some not differentiable). Each expression is a
-small tree that prints itself in the spec language and evaluates itself with torch, so
-the oracle is written independently of symgrad. `check_case` generates the Function and
-compares the shapes and values of the outputs, a vjp with cotangents on every output (a
-None gradient where autograd gives a tensor fails), a jvp, gradcheck and gradgradcheck
-with the oracle; it returns None or the first failure.
+keepdim, max/min along a dim and gathers at argmax/argmin, softmax, scans and sort along
+a dim, views (unsqueeze, reshape, chunk, cat), kinks and conditions, patterns whose
+terms sympy cancels (`a + x - a`, `a * x / a`, `x - x`), and 1-3 outputs (some not
+differentiable). Each expression is a small tree that prints itself in the spec language
+and evaluates itself with torch, so the oracle is written independently of symgrad.
+`check_case` generates the Function and compares the shapes and values of the outputs, a
+vjp with cotangents on every output (a None gradient where autograd gives a tensor
+fails), a jvp, gradcheck and gradgradcheck with the oracle; it returns None or the first
+failure.
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ class _Drawer:
     def reduction(self, child: Node) -> Node:
         if not child.tensor:
             return child  # the language reduces tensors only
+        if child.shape and self.rng.random() < 0.25:
+            return self.extremum_along(child)
         name = self.rng.choice(["sum", "mean", "logsumexp", "amax", "amin"])
         keepdim = self.rng.random() < 0.5
         rank = len(child.shape)
@@ -227,6 +230,33 @@ class _Drawer:
         run = _reduce(name, child, dims, keepdim)
         shape = tuple(run(_zeros_env(self.leaves, self.indices)).shape)
         return Node(f"{name}({text})", run, shape)
+
+    def extremum_along(self, child: Node) -> Node:
+        """max/min(child, dim=d), or a function of child gathered at its argmax/argmin
+        (Note [Arg extrema]): the gradient goes to torch's one index."""
+        rank, keepdim = len(child.shape), self.rng.random() < 0.5
+        dim = self.rng.randrange(rank) - (rank if self.rng.random() < 0.5 else 0)
+        name = self.rng.choice(["max", "min", "argmax", "argmin"])
+        kept = ", keepdim=True" if keepdim else ""
+        if name in ("max", "min"):
+            pick = getattr(torch, name)
+            text = f"{name}({child.text}, dim={dim}{kept})"
+
+            def run(env: Env) -> Any:
+                return pick(child.run(env), dim, keepdim).values
+
+        else:
+            template, function = self.rng.choice(UNARY)
+            arg = getattr(torch, name)
+            index = f"{name}({child.text}, {dim}, keepdim=True)"
+            text = f"take_along_dim({template.format(child.text)}, {index}, {dim})"
+
+            def run(env: Env) -> Any:
+                value = child.run(env)
+                return torch.gather(function(value), dim, arg(value, dim, keepdim=True))
+
+        shape = tuple(run(_zeros_env(self.leaves)).shape)
+        return Node(text, run, shape)
 
     def contraction(self, depth: int) -> Node:
         """einsum of one or two operands: letters shared where sizes agree (the language

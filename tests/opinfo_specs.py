@@ -95,6 +95,8 @@ class OpMapping:
     tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     # For an op that returns a tuple (sort's values and indices): the element compared.
     output: int | None = None
+    # For an op that returns positions (argmax): compare the input's values there.
+    picked: bool = False
 
     @property
     def key(self) -> str:
@@ -277,6 +279,42 @@ def reduction(function: str, *, softmax: bool = False, negate: bool = False) -> 
         return Case(_spec(inputs, expr), lambda call: {"x": call.input})
 
     return build
+
+
+def extremum_along_builder(function: str) -> Builder:
+    """argmax/argmin(x, dim, keepdim) as the values at its positions (`picked`), or the
+    values of max/min(x, dim, keepdim) (Note [Arg extrema]); one dim, never None."""
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        values: dict[str, Any] = dict(zip(("dim", "keepdim"), call.args, strict=False))
+        values.update(call.kwargs)
+        if set(values) - {"dim", "keepdim"} or len(call.args) > 2:
+            return f"operands {describe_call(call)}"
+        if not isinstance(values.get("dim"), int) or call.input.ndim == 0:
+            return "no dim, or a 0-d input (over every element)"
+        inputs = _declare({"x": call.input}, dtype)
+        if isinstance(inputs, str):
+            return inputs
+        dim, keepdim = values["dim"], bool(values.get("keepdim", False))
+        kept = ", keepdim=True" if keepdim else ""
+        if function in ("max", "min"):
+            expr = f"{function}(x, dim={dim}{kept})"
+        else:
+            gathered = f"gather(x, {dim}, {function}(x, {dim}, keepdim=True))"
+            expr = gathered if keepdim else f"sum({gathered}, dim={dim})"
+        return Case(_spec(inputs, expr), lambda call: {"x": call.input})
+
+    return build
+
+
+def _picked(call: Call, positions: torch.Tensor) -> torch.Tensor:
+    """The input's values at the positions an argmax/argmin sample returned."""
+    values: dict[str, Any] = dict(zip(("dim", "keepdim"), call.args, strict=False))
+    values.update(call.kwargs)
+    dim = values["dim"]
+    kept = positions if values.get("keepdim") else positions.unsqueeze(dim)
+    picked = torch.gather(call.input, dim, kept)
+    return picked if values.get("keepdim") else picked.squeeze(dim)
 
 
 def where_builder(call: Call, dtype: torch.dtype) -> Case | str:
@@ -1022,6 +1060,10 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("logsumexp", "", reduction("logsumexp")),
     OpMapping("amax", "", reduction("amax")),
     OpMapping("amin", "", reduction("amin")),
+    OpMapping("argmax", "", extremum_along_builder("argmax"), picked=True),
+    OpMapping("argmin", "", extremum_along_builder("argmin"), picked=True),
+    OpMapping("max", "reduction_with_dim", extremum_along_builder("max"), output=0),
+    OpMapping("min", "reduction_with_dim", extremum_along_builder("min"), output=0),
     OpMapping("softmax", "", reduction("softmax", softmax=True)),
     OpMapping("softmax", "with_dtype", reduction("softmax", softmax=True)),
     OpMapping("log_softmax", "", reduction("log_softmax", softmax=True)),
@@ -1195,6 +1237,8 @@ def run_sample(
             expected = op(call.input, *call.args, **call.kwargs)
         if mapping.output is not None:
             expected = expected[mapping.output]
+        if mapping.picked:
+            expected = _picked(call, expected)
     except Exception as error:
         return f"skipped: torch raises {type(error).__name__}"
     if not isinstance(expected, torch.Tensor):

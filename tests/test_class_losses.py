@@ -156,8 +156,8 @@ def test_the_generated_test_samples_targets_below_the_class_count() -> None:
 @pytest.mark.parametrize(
     "output, message",
     [
-        ("x + target", "index input 'target' can only be the index of gather"),
-        ("where(x > 0, target, 0)", "index input 'target' can only be the index of gather"),
+        ("x + target", "index 'target' can only be the index of gather"),
+        ("where(x > 0, target, 0)", "index 'target' can only be the index of gather"),
     ],
 )
 def test_an_index_outside_a_comparison_is_refused_where_written(output: str, message: str) -> None:

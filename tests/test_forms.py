@@ -13,6 +13,7 @@ import pytest
 import sympy
 
 from symgrad.backends.cpp.printer import AtenPrinter
+from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
@@ -24,6 +25,7 @@ from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language import (
+    arg_extrema,
     contractions,
     dtypes,
     piecewise,
@@ -151,6 +153,16 @@ FORMS = {
         "at::index_add([&] { auto sizes = x.sizes().vec(); sizes[at::maybe_wrap_dim(0, x.dim())]"
         " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
     ),
+    "argmin along a dim: torch's kernel, int64 positions": (
+        arg_extrema.arg_extremum("argmin", x, 1, False),
+        "torch.argmin(x, dim=1)",
+        "at::argmin(x, 1, false)",
+    ),
+    "max along a dim: the gather at the argmax, kept, the dim summed away": (
+        arg_extrema.extremum_along("max", x, -1, False),
+        "torch.sum(torch.gather(x, -1, torch.argmax(x, dim=-1, keepdim=True)), dim=-1)",
+        "at::sum(at::gather(x, -1, at::argmax(x, -1, true)), at::IntArrayRef{-1})",
+    ),
     "its adjoint: index_select": (
         segments.IndexSelect(x, 0, i),
         "torch.index_select(x, 0, i)",
@@ -207,6 +219,7 @@ FORM_CLASSES = (
     SegmentExtremaForms,
     ProductForms,
     DtypeForms,
+    ArgExtremumForms,
     ConstructForms,
 )
 

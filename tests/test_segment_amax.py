@@ -129,7 +129,7 @@ def test_the_second_order_is_finite_beside_an_empty_segment() -> None:
         ("segment_amax(x, index, 1, 4)", "segment_amax() index 'index' must have shape [3]"),
         ("segment_amax(x, index, 0, 0)", "segment_amax() size must be a positive integer"),
         ("segment_amax(x, index, 2, 4)", "segment_amax() dim 2 is out of range"),
-        ("segment_amax(x, x, 0, 4)", "the index must be the name of an input of type: index"),
+        ("segment_amax(x, x, 0, 4)", "the index must be an input of type: index"),
         ("segment_amax(x, index, 0)", "segment_amax() needs size"),
     ],
 )

@@ -17,6 +17,7 @@ import sympy
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.frontend.model import Output, Spec
 from symgrad.language import (
+    arg_extrema,
     contractions,
     extrema,
     functions,
@@ -156,6 +157,8 @@ def _tangent(
             result = tangent_of.get(node, sympy.Integer(0))
         elif is_condition(node) or not node.free_symbols & tangent_of.keys():
             result = sympy.Integer(0)  # a boolean, or a value without tangents
+        elif isinstance(node, arg_extrema.ArgExtremum):
+            result = sympy.Integer(0)  # positions (Note [Arg extrema])
         elif isinstance(node, piecewise.Kink) and node.partial(0) is None:
             result = visit(node.expanded())  # routes tangents; values stay the kink's
         elif isinstance(node, piecewise.Where):

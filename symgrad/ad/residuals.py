@@ -12,7 +12,7 @@ import sympy
 from symgrad.ad import saving
 from symgrad.ad.ir import Assignment, OutputGradients, closure
 from symgrad.frontend.model import Output, Spec
-from symgrad.language import reductions
+from symgrad.language import arg_extrema, reductions
 from symgrad.language.indexing import positional_values
 
 
@@ -72,7 +72,11 @@ def find_residuals(
                 continue
             if target in small:
                 if target not in found:
-                    residual = Output(target.name, target, assignment.expr, location)
+                    # Positions carry no gradient (Note [Arg extrema]).
+                    differentiable = not arg_extrema.is_index(assignment.expr)
+                    residual = Output(
+                        target.name, target, assignment.expr, location, differentiable
+                    )
                     found[target] = differentiate(residual)
                     pending.append(found[target])
             else:

@@ -29,6 +29,7 @@ from sympy.logic.boolalg import Boolean
 
 from symgrad.ad.ir import Assignment, Namer
 from symgrad.language import (
+    arg_extrema,
     contractions,
     extrema,
     indexing,
@@ -390,6 +391,8 @@ def _active_nodes(expr: sympy.Expr, active: set[sympy.Basic]) -> dict[sympy.Basi
     while stack:
         node, expanded = stack.pop()
         if expanded:
+            if isinstance(node, arg_extrema.ArgExtremum):
+                continue  # positions: constant (Note [Arg extrema])
             if node in active or any(arg in order for arg in node.args):
                 order[node] = None
             continue

@@ -26,7 +26,7 @@ from symgrad.ad import costs
 from symgrad.ad.ir import Assignment, BackwardPlan, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
-from symgrad.language import functions, piecewise, reductions, views
+from symgrad.language import arg_extrema, functions, piecewise, reductions, views
 from symgrad.language.piecewise import is_condition
 
 # Functions whose derivative torch computes from their result (exp' = exp, sigmoid' = s (1 - s)):
@@ -91,6 +91,8 @@ def _saved_by_eager(
             saved.add(node.condition)
         elif isinstance(node, reductions.Normalization):
             saved.add(node)
+        elif isinstance(node, arg_extrema.ArgExtremum):
+            saved.add(node)  # the positions, which the gather reading them saves
         elif isinstance(node, reductions.Reduction) and node.name not in ("sum", "mean"):
             saved.update((node, node.argument))
         elif isinstance(node, piecewise.Kink):

@@ -19,6 +19,7 @@ from symgrad.frontend import views as view_calls
 from symgrad.frontend.contractions import contraction_call
 from symgrad.language import (
     activations,
+    arg_extrema,
     contractions,
     dtypes,
     functions,
@@ -73,6 +74,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return contraction_call(walker, node, spelling, depth)
     if spelling in (segments.SEGMENT_SUM, segment_extrema.SEGMENT_AMAX):
         return _segment_sum_call(walker, node, spelling, depth)
+    if spelling in arg_extrema.ARG_EXTREMA or _is_extremum_along(node, spelling):
+        return _arg_extremum_call(walker, node, spelling, depth)
     if spelling == segments.INDEX_SELECT:
         return _index_select_call(walker, node, depth)
     if spelling == dtypes.FINFO_EPS:
@@ -171,7 +174,7 @@ def _normalization_call(walker: Walker, node: ast.Call, name: str, depth: int) -
 def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:
     """gather(e, dim, index) or take_along_dim(e, index, dim), with torch's meaning.
 
-    The index is an index input by name (Note [Index inputs]); dim is required.
+    The index is an index input or a computed one (Note [Arg extrema]); dim is required.
     """
     parameters = ("dim", "index") if spelling == "gather" else ("indices", "dim")
     if not 1 <= len(node.args) <= 3:
@@ -190,7 +193,8 @@ def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> s
         if needed not in given:
             raise walker.error(node.func, f"{spelling}() needs {needed}")
     argument = walker.value(node.args[0], depth)
-    index = _index_input(walker, given[parameters[1] if spelling == "gather" else parameters[0]])
+    index_node = given[parameters[1] if spelling == "gather" else parameters[0]]
+    index = _index_input(walker, index_node, depth)
     return indexing.gather(argument, _small_integer(walker, given["dim"], spelling), index)
 
 
@@ -214,7 +218,7 @@ def _segment_sum_call(walker: Walker, node: ast.Call, name: str, depth: int) -> 
     parameters = ("index", "dim", "size")
     given = _arguments(walker, node, name, parameters)
     argument = walker.value(node.args[0], depth)
-    index = _index_input(walker, given["index"])
+    index = _index_input(walker, given["index"], depth)
     dim = _small_integer(walker, given["dim"], name)
     build = segments.segment_sum if name == segments.SEGMENT_SUM else segment_extrema.segment_amax
     return build(argument, dim, index, _segment_count(walker, given["size"], name))
@@ -225,7 +229,7 @@ def _index_select_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr
     selects])."""
     given = _arguments(walker, node, segments.INDEX_SELECT, ("dim", "index"))
     argument = walker.value(node.args[0], depth)
-    index = _index_input(walker, given["index"])
+    index = _index_input(walker, given["index"], depth)
     return segments.index_select(
         argument, _small_integer(walker, given["dim"], "index_select"), index
     )
@@ -280,12 +284,36 @@ def _arguments(
     return given
 
 
-def _index_input(walker: Walker, node: ast.AST) -> indexing.IndexSymbol:
-    """The name of an index input, the only index gather takes."""
-    symbol = walker.symbols.get(node.id) if isinstance(node, ast.Name) else None
-    if not isinstance(symbol, indexing.IndexSymbol):
-        raise walker.error(node, "the index must be the name of an input of type: index")
-    return symbol
+def _index_input(walker: Walker, node: ast.AST, depth: int) -> sympy.Expr:
+    """An index: an index input or a `where` name of an argmax/argmin by name, or an
+    argmax/argmin call (Note [Arg extrema]); a float value is refused where it is."""
+    if isinstance(node, ast.Name):
+        symbol = walker.symbols.get(node.id)
+        if isinstance(symbol, indexing.IndexSymbol):
+            return symbol
+    else:
+        value = walker.value(node, depth)
+        if arg_extrema.is_index(value):
+            return value
+    message = "the index must be an input of type: index, argmax/argmin(...) or a where name of one"
+    raise walker.error(node, f"{message}, not a float value")
+
+
+def _is_extremum_along(node: ast.Call, spelling: str) -> bool:
+    """`max(e, dim=d)` or `min(e, dim=d)`: values along a dim, told apart from the
+    elementwise `max(a, b)` by the `dim` keyword (Note [Arg extrema])."""
+    return spelling in arg_extrema.PICKED_BY and any(k.arg == "dim" for k in node.keywords)
+
+
+def _arg_extremum_call(walker: Walker, node: ast.Call, name: str, depth: int) -> sympy.Expr:
+    """argmax/argmin(e, dim, keepdim=False), or max/min(e, dim=d, keepdim=False)."""
+    given = _arguments(walker, node, name, ("dim", "keepdim"), required=("dim",))
+    argument = walker.value(node.args[0], depth)
+    dim = _small_integer(walker, given["dim"], name)
+    keepdim = _keepdim(walker, given["keepdim"], name) if "keepdim" in given else False
+    if name in arg_extrema.PICKED_BY:
+        return arg_extrema.extremum_along(name, argument, dim, keepdim)
+    return arg_extrema.arg_extremum(name, argument, dim, keepdim)
 
 
 def _dims(walker: Walker, node: ast.AST, name: str) -> tuple[int, ...] | None:

@@ -117,7 +117,7 @@ class _Builder:
         name = node.id
         if isinstance(self.symbols.get(name), indexing.IndexSymbol) and not self.comparing:
             message = (
-                f"index input {name!r} can only be the index of gather(x, dim, {name}) "
+                f"index {name!r} can only be the index of gather(x, dim, {name}) "
                 f"or compared, as in where({name} != -100, ...)"
             )
             raise self.error(node, message)

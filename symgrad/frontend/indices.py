@@ -19,7 +19,7 @@ from symgrad.frontend import fields as read
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.loader import Node
 from symgrad.frontend.model import Input, InputType, Intermediate, Output, Spec
-from symgrad.language import contractions, indexing, reductions, scans, segments, views
+from symgrad.language import arg_extrema, contractions, indexing, reductions, scans, segments, views
 
 Node_ = TypeVar("Node_", bound=sympy.Basic)
 
@@ -155,8 +155,7 @@ def check_segment_sums(spec: Spec) -> None:
     values = {i.symbol: i.expr for i in spec.intermediates}
     by_symbol = {i.symbol: i for i in spec.inputs}
     for node, location, path in segment_sums(spec):
-        index, shape = by_symbol[node.index], test_shape(node.source, spec, values)
-        assert index.shape is not None
+        shape = test_shape(node.source, spec, values)
         if not shape:
             raise SpecError(location, f"{node.name}() needs a value with dimensions", path)
         if not -len(shape) <= node.dim < len(shape):
@@ -165,30 +164,52 @@ def check_segment_sums(spec: Spec) -> None:
         if node.size.is_Symbol and by_symbol[node.size].default is None:
             message = f"{node.name}() size {node.size} needs a default, the test's segment count"
             raise SpecError(location, message, path)
-        if list(index.shape) != [shape[node.dim]]:
+        index_shape = list(test_shape(node.index, spec, values) or ())
+        if index_shape != [shape[node.dim]]:
             message = (
-                f"{node.name}() index {index.name!r} must have shape [{shape[node.dim]}], one "
-                f"position per slice along dim {node.dim}, but has {list(index.shape)}"
+                f"{node.name}() index {_index_name(node.index)!r} must have shape "
+                f"[{shape[node.dim]}], one position per slice along dim {node.dim}, but has "
+                f"{index_shape}"
             )
             raise SpecError(location, message, path)
+
+
+def _index_name(index: sympy.Basic) -> str:
+    """How an error names an index: its name, or the call that computes it."""
+    return str(index) if index.is_Symbol else f"{getattr(index, 'name', 'index')}(...)"
+
+
+def check_index_positions(spec: Spec) -> None:
+    """Refuse argmax/argmin anywhere but where an index is read, or as a `where` name's
+    whole value (Note [Arg extrema]): positions are no value to compute with."""
+    for item, section in named_expressions(spec):
+        allowed = {item.expr} if section == "where" else set()
+        for node in sympy.preorder_traversal(item.expr):
+            if isinstance(node, (indexing.Gather, segments.SegmentSum, segments.IndexSelect)):
+                allowed.add(node.index)
+            elif isinstance(node, arg_extrema.ArgExtremum) and node not in allowed:
+                message = (
+                    f"{node.name}() gives positions: use it as the index of gather, "
+                    "take_along_dim, segment_sum or index_select, or name it in where"
+                )
+                raise SpecError(item.location, message, f"{section}.{item.name}")
 
 
 def check_index_selects(spec: Spec) -> None:
     """Refuse an index_select of a number, along a dim it lacks, or by an index not 1-d."""
     values = {i.symbol: i.expr for i in spec.intermediates}
-    by_symbol = {i.symbol: i for i in spec.inputs}
     for node, location, path in _written(spec, segments.IndexSelect):
-        index, shape = by_symbol[node.index], test_shape(node.argument, spec, values)
-        assert index.shape is not None
+        shape = test_shape(node.argument, spec, values)
+        index_shape = list(test_shape(node.index, spec, values) or ())
         if not shape:
             raise SpecError(location, "index_select() needs a value with dimensions", path)
         if not -len(shape) <= node.dim < len(shape):
             message = f"index_select() dim {node.dim} is out of range for {len(shape)} dimensions"
             raise SpecError(location, message, path)
-        if len(index.shape) != 1:
+        if len(index_shape) != 1:
             message = (
-                f"index_select() index {index.name!r} must be 1-d, one position per slice "
-                f"selected, but has shape {list(index.shape)}"
+                f"index_select() index {_index_name(node.index)!r} must be 1-d, one position "
+                f"per slice selected, but has shape {index_shape}"
             )
             raise SpecError(location, message, path)
 
@@ -197,15 +218,18 @@ def index_bounds(spec: Spec) -> dict[str, int]:
     """For each index input, the size of the smallest dim it indexes in the test."""
     values = {i.symbol: i.expr for i in spec.intermediates}
     bounds: dict[str, int] = {}
+    inputs = {i.symbol for i in spec.inputs}
     for summed, _, _ in segment_sums(spec):
-        name, count = summed.index.name, _segment_count(summed, spec)
+        if summed.index not in inputs:
+            continue  # computed positions are in range by construction
+        name, count = str(summed.index), _segment_count(summed, spec)
         bounds[name] = min(bounds.get(name, count), count)
     read: list[indexing.Gather | segments.IndexSelect] = [node for node, _, _ in gathers(spec)]
     read += [node for node, _, _ in _written(spec, segments.IndexSelect)]
     for node in read:
         shape = test_shape(node.argument, spec, values)
-        if shape:
-            name = node.index.name
+        if shape and node.index in inputs:
+            name = str(node.index)
             bounds[name] = min(bounds.get(name, shape[node.dim]), shape[node.dim])
     for name, size in _compared_positions(spec, values):
         bounds[name] = min(bounds.get(name, size), size)
@@ -232,26 +256,30 @@ def _compared_positions(
 def check_gathers(spec: Spec) -> None:
     """Refuse a gather whose index cannot index its value in the test shapes."""
     values = {i.symbol: i.expr for i in spec.intermediates}
-    by_symbol = {i.symbol: i for i in spec.inputs}
     for node, location, path in gathers(spec):
-        index = by_symbol[node.index]
         shape = test_shape(node.argument, spec, values)
         if shape is None:
             raise SpecError(location, "gather() needs a value that depends on a tensor", path)
+        index = (_index_name(node.index), test_shape(node.index, spec, values) or ())
         _check_gather(node, shape, index, location, path)
 
 
 def _check_gather(
-    node: indexing.Gather, shape: tuple[int, ...], index: Input, location: Location, path: str
+    node: indexing.Gather,
+    shape: tuple[int, ...],
+    index: tuple[str, tuple[int, ...]],
+    location: Location,
+    path: str,
 ) -> None:
-    """torch.gather's rules: equal ranks, dim in range, other index sizes within the value's."""
-    assert index.shape is not None
-    if not shape and len(index.shape) == 1:
+    """torch.gather's rules: equal ranks, dim in range, other index sizes within the value's;
+    `index` is the index's name and test shape."""
+    name, index_shape = index
+    if not shape and len(index_shape) == 1:
         shape = (1,)  # torch.gather reads a 0-d value as one of one element
     rank = len(shape)
-    if len(index.shape) != rank:
+    if len(index_shape) != rank:
         message = (
-            f"gather() index {index.name!r} has {len(index.shape)} dimensions, "
+            f"gather() index {name!r} has {len(index_shape)} dimensions, "
             f"but the value it indexes has {rank} (shape {list(shape)})"
         )
         raise SpecError(location, message, path)
@@ -259,10 +287,10 @@ def _check_gather(
         message = f"gather() dim {node.dim} is out of range for a value of {rank} dimensions"
         raise SpecError(location, message, path)
     dim = node.dim % max(rank, 1)
-    for n, (size, own) in enumerate(zip(index.shape, shape, strict=True)):
+    for n, (size, own) in enumerate(zip(index_shape, shape, strict=True)):
         if n != dim and size > own:
             message = (
-                f"gather() index {index.name!r} has size {size} in dim {n}, larger than "
+                f"gather() index {name!r} has size {size} in dim {n}, larger than "
                 f"the value's {own} (shape {list(shape)})"
             )
             raise SpecError(location, message, path)

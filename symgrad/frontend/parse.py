@@ -32,6 +32,7 @@ from symgrad.frontend.model import (
     Spec,
     Target,
 )
+from symgrad.language import arg_extrema, indexing
 
 TOP_KEYS = (
     "name",
@@ -112,6 +113,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         inplace_node.location if inplace and inplace_node else None,
     )
     views.check_views(spec)
+    indices.check_index_positions(spec)
     indices.check_gathers(spec)
     check_contractions(spec)
     indices.check_segment_sums(spec)
@@ -320,7 +322,9 @@ def _parse_where(
         )
         unavailable[name] = f"refers to itself; {_ONLY_EARLIER}"
         expr = _expression(value, symbols, f"where.{name}", unavailable)
-        symbol = sympy.Symbol(name, real=True)
+        # A name of positions is an index (Note [Arg extrema]): read only where one is.
+        index = arg_extrema.is_index(expr)
+        symbol = indexing.index_symbol(name) if index else sympy.Symbol(name, real=True)
         symbols[name] = symbol
         intermediates.append(Intermediate(name, symbol, expr, location))
     return tuple(intermediates)

@@ -121,7 +121,10 @@ def keep_shape(result: sympy.Basic, operands: Iterable[sympy.Basic]) -> sympy.Ba
 
 def _read_leaves(node: sympy.Basic) -> set[sympy.Basic]:
     """The leaves of the values a shaped node reads: a cat's pieces, a contraction's operands
-    (and what they were summed from), else its arguments."""
+    (and what they were summed from), else its arguments (and what a gather in a reduction
+    reads: `max(x, dim=d)` sums a gather of x, Note [Arg extrema])."""
+    if isinstance(node, reductions.Reduction) and isinstance(node.argument, indexing.Gather):
+        return leaves(node.argument) | _read_leaves(node.argument)
     if isinstance(node, views.Cat):
         return set().union(*(leaves(piece) for piece in node.pieces))
     if isinstance(node, contractions.Einsum):  # and what a letter summed out was summed from

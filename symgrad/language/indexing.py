@@ -58,8 +58,9 @@ class Gather(sympy.Function):
         return int(self.args[1])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[2]
+    def index(self) -> sympy.Expr:
+        """An index input's symbol, or an argmax/argmin (Note [Arg extrema])."""
+        result: sympy.Expr = self.args[2]
         return result
 
 
@@ -92,8 +93,8 @@ class ScatterAdd(sympy.Function):
         return int(self.args[2])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[3]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[3]
         return result
 
 
@@ -122,7 +123,7 @@ def positional_values(
 GATHER_SPELLINGS = ("gather", "take_along_dim")
 
 
-def gather(argument: sympy.Expr, dim: int, index: IndexSymbol) -> Gather:
+def gather(argument: sympy.Expr, dim: int, index: sympy.Expr) -> Gather:
     """Build `gather(argument, dim, index)`."""
     return Gather(argument, sympy.Integer(dim), index)
 

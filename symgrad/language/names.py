@@ -6,6 +6,7 @@ import difflib
 
 from symgrad.language import (
     activations,
+    arg_extrema,
     contractions,
     dtypes,
     functions,
@@ -36,6 +37,7 @@ def function_names() -> list[str]:
         segments.INDEX_SELECT,
         segment_extrema.SEGMENT_AMAX,
         dtypes.FINFO_EPS,
+        *arg_extrema.ARG_EXTREMA,
         *activations.ACTIVATIONS,
         *activations.ACTIVATION_ALIASES,
         "Piecewise",

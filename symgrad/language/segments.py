@@ -29,8 +29,6 @@ from typing import Any
 
 import sympy
 
-from symgrad.language.indexing import IndexSymbol
-
 # The spellings in the language.
 SEGMENT_SUM = "segment_sum"
 INDEX_SELECT = "index_select"
@@ -64,8 +62,8 @@ class SegmentSum(sympy.Function):
         return int(self.args[1])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[2]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[2]
         return result
 
     @property
@@ -97,8 +95,8 @@ class IndexSelect(sympy.Function):
         return int(self.args[1])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[2]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[2]
         return result
 
 
@@ -131,12 +129,12 @@ class IndexAdd(sympy.Function):
         return int(self.args[2])
 
     @property
-    def index(self) -> IndexSymbol:
-        result: IndexSymbol = self.args[3]
+    def index(self) -> sympy.Expr:
+        result: sympy.Expr = self.args[3]
         return result
 
 
-def segment_sum(source: sympy.Expr, dim: int, index: IndexSymbol, size: sympy.Expr) -> sympy.Expr:
+def segment_sum(source: sympy.Expr, dim: int, index: sympy.Expr, size: sympy.Expr) -> sympy.Expr:
     """Build `segment_sum(source, index, dim, size)`; of a zero, zero."""
     if source == 0:
         return sympy.Integer(0)
@@ -153,7 +151,7 @@ def segment_sum_tangent(node: SegmentSum, tangent: sympy.Expr) -> sympy.Expr:
     return segment_sum(tangent, node.dim, node.index, node.size)
 
 
-def index_select(argument: sympy.Expr, dim: int, index: IndexSymbol) -> sympy.Expr:
+def index_select(argument: sympy.Expr, dim: int, index: sympy.Expr) -> sympy.Expr:
     """Build `index_select(argument, dim, index)`; of a zero, zero."""
     if argument == 0:
         return sympy.Integer(0)

@@ -151,6 +151,19 @@ def _functions_section() -> list[str]:
         "the classes (examples/liger_cross_entropy.yaml); a `position` compared with an "
         "index input is int64, so the mask is exact at any class count in any dtype.",
     ]
+    lines += ["", "### Arg extrema and values along a dim", ""]
+    lines += [
+        "- `argmax(e, dim, keepdim=False)`, `argmin(...)`: `torch.argmax`/`torch.argmin` "
+        "along one dim, int64 positions (the first among ties), no gradient. They are "
+        "indices: write them where `gather`, `take_along_dim`, `segment_sum` or "
+        "`index_select` read an index, or as a `where` name's whole value and that name "
+        "there; anywhere else they are refused. The forward computes them once and the "
+        "backward reads them saved.",
+        "- `max(e, dim=d, keepdim=False)`, `min(...)`: the values of `torch.max(e, d)` "
+        "(`torch.min`), `e` gathered at its argmax (argmin); the gradient goes to that one "
+        "position, torch's rule (amax shares it among ties). Without `dim=`, `max(a, b)` "
+        "is the elementwise maximum.",
+    ]
     lines += ["", "### Views, chunks and cats", ""]
     lines += [
         "- `reshape(e, [1, -1, 1, 1])`, also spelled `view`: `e` in another shape, one size "

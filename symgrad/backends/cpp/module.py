@@ -9,6 +9,7 @@ under a guard declared up front (C++ scopes a variable to its braces).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 import sympy
@@ -292,6 +293,10 @@ def _saved_data(
             entries.append((name, "int64_t", "toInt", code))
         else:
             entries.append((name, *_SHAPE, code))
+    # A computed index (Note [Arg extrema]) is a value the forward returns, by position.
+    for n, output in enumerate(derived.outputs):
+        read = re.compile(rf"\b{re.escape(output.name)}\.size\(0\)")
+        entries = [(*e[:3], read.sub(f"outputs[{n}].size(0)", e[3])) for e in entries]
     return entries
 
 

@@ -271,6 +271,11 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         value = f"{choices}{dtypes.EPSILONS['float32']!r}"
         return f"[](const at::Tensor& t) {{ return at::full({{}}, {value}, t.options()); }}({like})"
 
+    # --- Arg extrema (symgrad.backends.forms.arg_extrema) ---------------------------------
+
+    def _spell_arg_extremum(self, name: str, argument: str, dim: int, keepdim: bool) -> str:
+        return f"at::{name}({argument}, {dim}, {'true' if keepdim else 'false'})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -15,6 +15,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.backends.base import UnprintableError
+from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
@@ -36,6 +37,7 @@ from symgrad.language import (
 
 
 class ConstructForms(
+    ArgExtremumForms,
     DtypeForms,
     ProductForms,
     SegmentExtremaForms,

@@ -256,6 +256,12 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_finfo_eps(self, like: str) -> str:
         return f"{like}.new_full((), torch.finfo({like}.dtype).eps)"
 
+    # --- Arg extrema (symgrad.backends.forms.arg_extrema) ---------------------------------
+
+    def _spell_arg_extremum(self, name: str, argument: str, dim: int, keepdim: bool) -> str:
+        kept = ", keepdim=True" if keepdim else ""
+        return f"torch.{name}({argument}, dim={dim}{kept})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"

@@ -104,6 +104,18 @@ def _overridden_reference(spec: Spec, printer: TorchPrinter) -> list[str]:
     return lines
 
 
+def _read_names(spec: Spec, overridden: set[str]) -> set[sympy.Basic]:
+    """The `where` names the reference reads: an overridden output inlines them all."""
+    read: set[sympy.Basic] = set()
+    for output in spec.outputs:
+        if output.name not in overridden:
+            read |= output.expr.free_symbols
+    for item in reversed(spec.intermediates):
+        if item.symbol in read:
+            read |= item.expr.free_symbols
+    return read
+
+
 # The incoming gradient as the hook's parameter in the generated test.
 _GRAD = sympy.Symbol("grad", real=True)
 
@@ -130,8 +142,9 @@ def test_context(derived: Derived, printer: TorchPrinter, provenance: Provenance
     def plain(expr: sympy.Expr) -> str:
         return str(printer.doprint(guards.guard_branches(expr, tensors)))
 
-    reference = [f"{i.name} = {plain(i.expr)}" for i in spec.intermediates]
     overridden_outputs = {o.output.name for o in spec.overrides}
+    read = _read_names(spec, overridden_outputs)
+    reference = [f"{i.name} = {plain(i.expr)}" for i in spec.intermediates if i.symbol in read]
     reference += [
         f"{o.name} = {plain(o.expr)}" for o in spec.outputs if o.name not in overridden_outputs
     ]

@@ -131,6 +131,7 @@ class _ReadablePrinter(StrPrinter):
 
     _print_ReduceSum = _print_ReduceMean = _print_ReduceLogSumExp = _print_Reduction
     _print_ReduceAmax = _print_ReduceAmin = _print_AmaxAgain = _print_AminAgain = _print_Reduction
+    _print_Argmax = _print_Argmin = _print_Reduction
 
     def _print_Normalization(self, expr: Any) -> str:
         return f"{expr.name}({self._print(expr.argument)}, dim={expr.dim})"
