@@ -6,15 +6,15 @@
 """SwiGLU of x + bias, its last dim cut in two halves y1, y2 -> silu(y1) * y2.
 
 Forward:
-    y1 = Chunk(bias + x, 2, -1, 0)
-    y2 = Chunk(bias + x, 2, -1, 1)
+    y1 = chunk(bias + x, 2, dim=-1)[0]
+    y2 = chunk(bias + x, 2, dim=-1)[1]
     out = y2*silu(y1)
 
 Derivatives:
-    grad_x from out = ChunkCat(-1, sum_to(grad_out*y2*(1 + y1*(1 -
-        sigmoid(y1)))*sigmoid(y1), y1), sum_to(grad_out*silu(y1), y2))
-    grad_bias from out = ChunkCat(-1, sum_to(grad_out*y2*(1 + y1*(1 -
-        sigmoid(y1)))*sigmoid(y1), y1), sum_to(grad_out*silu(y1), y2))
+    grad_x from out = cat([sum_to(grad_out*y2*(1 + y1*(1 - sigmoid(y1)))*sigmoid(y1),
+        y1), sum_to(grad_out*silu(y1), y2)], dim=-1)
+    grad_bias from out = cat([sum_to(grad_out*y2*(1 + y1*(1 - sigmoid(y1)))*sigmoid(y1),
+        y1), sum_to(grad_out*silu(y1), y2)], dim=-1)
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@
 activation).
 
 Forward:
-    out = scale*leaky_relu(input + Reshape(bias, 1, -1, 1, 1), negative_slope)
+    out = scale*leaky_relu(input + reshape(bias, [1, -1, 1, 1]), negative_slope)
 
 Derivatives:
-    grad_input from out = grad_out*scale*where(input + Reshape(bias, 1, -1, 1, 1) > 0,
+    grad_input from out = grad_out*scale*where(input + reshape(bias, [1, -1, 1, 1]) > 0,
         1, negative_slope)
-    grad_bias from out = ReshapeTo(sum_to(grad_out*scale*where(input + Reshape(bias, 1,
-        -1, 1, 1) > 0, 1, negative_slope), Reshape(bias, 1, -1, 1, 1)), ShapeOf(bias))
+    grad_bias from out = reshape_as(sum_to(grad_out*scale*where(input + reshape(bias,
+        [1, -1, 1, 1]) > 0, 1, negative_slope), reshape(bias, [1, -1, 1, 1])), bias)
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ of the target class, mean over rows.
 
 Forward:
     p = sigmoid(x)
-    term = where(position(x, -1) == Unsqueezed(target, -1), -alpha*(1 -
-        p)**gamma*log(p), p**gamma*(-1 + alpha)*log(1 - p))
+    term = where(position(x, -1) == unsqueeze(target, -1), -alpha*(1 - p)**gamma*log(p),
+        p**gamma*(-1 + alpha)*log(1 - p))
     loss = mean(gather(weight, 0, target)*sum(term, dim=-1))
 
 Derivatives:

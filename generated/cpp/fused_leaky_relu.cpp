@@ -6,16 +6,14 @@
 // activation).
 //
 // Forward:
-//     out = scale*leaky_relu(input + Reshape(bias, 1, -1, 1, 1), negative_slope)
+//     out = scale*leaky_relu(input + reshape(bias, [1, -1, 1, 1]), negative_slope)
 //
 // Derivatives:
-//     grad_input from out = grad_out*scale*where(input + Reshape(bias, 1, -1, 1, 1) >
+//     grad_input from out = grad_out*scale*where(input + reshape(bias, [1, -1, 1, 1]) >
 //     0,
 //         1, negative_slope)
-//     grad_bias from out = ReshapeTo(sum_to(grad_out*scale*where(input + Reshape(bias,
-//     1,
-//         -1, 1, 1) > 0, 1, negative_slope), Reshape(bias, 1, -1, 1, 1)),
-//         ShapeOf(bias))
+//     grad_bias from out = reshape_as(sum_to(grad_out*scale*where(input + reshape(bias,
+//         [1, -1, 1, 1]) > 0, 1, negative_slope), reshape(bias, [1, -1, 1, 1])), bias)
 //
 // The operator symgrad_fused_leaky_relu::fused_leaky_relu runs the Function
 // FusedLeakyReLU; from C++, call symgrad_fused_leaky_relu::fused_leaky_relu(...) or

@@ -7,7 +7,7 @@
 //
 // Forward:
 //     lse = logsumexp(x, dim=-1)
-//     picked = sum(where(position(x, -1) == Unsqueezed(target, -1), x, 0), dim=-1)
+//     picked = sum(where(position(x, -1) == unsqueeze(target, -1), x, 0), dim=-1)
 //     row = label_smoothing*(lse - mean(x, dim=-1)) + lse_square_scale*lse**2 + (1 -
 //         label_smoothing)*(lse - picked)
 //     loss = sum(where(target != ignore_index, row, 0))/sum(where(target !=

@@ -5,21 +5,21 @@
 // The RBF kernel matrix exp(-|x1_i - x2_j|^2 / 2) of points scaled by the lengthscale.
 //
 // Forward:
-//     diff = -Unsqueezed(x2/lengthscale, 0) + Unsqueezed(x1/lengthscale, 1)
+//     diff = -unsqueeze(x2/lengthscale, 0) + unsqueeze(x1/lengthscale, 1)
 //     covar = exp(-0.5*sum(diff**2, dim=-1))
 //
 // Derivatives:
-//     grad_x1 from covar = ReshapeTo(sum_to(2*diff*unsqueeze(-0.5*covar*grad_covar,
+//     grad_x1 from covar = reshape_as(sum_to(2*diff*unsqueeze(-0.5*covar*grad_covar,
 //     -1),
-//         Unsqueezed(x1/lengthscale, 1)), ShapeOf(x1/lengthscale))/lengthscale
-//     grad_x2 from covar = ReshapeTo(sum_to(-2*diff*unsqueeze(-0.5*covar*grad_covar,
+//         unsqueeze(x1/lengthscale, 1)), x1/lengthscale)/lengthscale
+//     grad_x2 from covar = reshape_as(sum_to(-2*diff*unsqueeze(-0.5*covar*grad_covar,
 //     -1),
-//         Unsqueezed(x2/lengthscale, 0)), ShapeOf(x2/lengthscale))/lengthscale
+//         unsqueeze(x2/lengthscale, 0)), x2/lengthscale)/lengthscale
 //     grad_lengthscale from covar =
-//         -(sum_to(x1*ReshapeTo(sum_to(2*diff*unsqueeze(-0.5*covar*grad_covar, -1),
-//         Unsqueezed(x1/lengthscale, 1)), ShapeOf(x1/lengthscale)), 1/lengthscale) +
-//         sum_to(x2*ReshapeTo(sum_to(-2*diff*unsqueeze(-0.5*covar*grad_covar, -1),
-//         Unsqueezed(x2/lengthscale, 0)), ShapeOf(x2/lengthscale)),
+//         -(sum_to(x1*reshape_as(sum_to(2*diff*unsqueeze(-0.5*covar*grad_covar, -1),
+//         unsqueeze(x1/lengthscale, 1)), x1/lengthscale), 1/lengthscale) +
+//         sum_to(x2*reshape_as(sum_to(-2*diff*unsqueeze(-0.5*covar*grad_covar, -1),
+//         unsqueeze(x2/lengthscale, 0)), x2/lengthscale),
 //         1/lengthscale))/lengthscale**2
 //
 // The operator symgrad_rbf_covariance::rbf_covariance runs the Function RBFCovariance;

@@ -7,8 +7,9 @@
 //
 // Forward:
 //     p = sigmoid(x)
-//     term = where(position(x, -1) == Unsqueezed(target, -1), -alpha*(1 -
-//         p)**gamma*log(p), p**gamma*(-1 + alpha)*log(1 - p))
+//     term = where(position(x, -1) == unsqueeze(target, -1), -alpha*(1 -
+//     p)**gamma*log(p),
+//         p**gamma*(-1 + alpha)*log(1 - p))
 //     loss = mean(gather(weight, 0, target)*sum(term, dim=-1))
 //
 // Derivatives:

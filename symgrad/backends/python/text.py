@@ -184,6 +184,34 @@ class _ReadablePrinter(StrPrinter):
         like, source = self._print(expr.shape.args[0]), self._print(expr.source)
         return f"zeros_like({like}).index_add({expr.dim}, {self._print(expr.index)}, {source})"
 
+    def _print_Reshape(self, expr: Any) -> str:
+        return f"reshape({self._print(expr.argument)}, {list(expr.parameters)})"
+
+    def _print_Unsqueezed(self, expr: Any) -> str:
+        return f"unsqueeze({self._print(expr.argument)}, {expr.parameters[0]})"
+
+    def _print_Chunk(self, expr: Any) -> str:
+        chunks, dim, piece = expr.parameters
+        return f"chunk({self._print(expr.argument)}, {chunks}, dim={dim})[{piece}]"
+
+    def _print_Cat(self, expr: Any) -> str:
+        pieces = ", ".join(self._print(piece) for piece in expr.pieces)
+        return f"cat([{pieces}], dim={expr.dim})"
+
+    _print_ChunkCat = _print_Cat
+
+    def _print_ReshapeTo(self, expr: Any) -> str:
+        return f"reshape_as({self._print(expr.args[0])}, {self._print(expr.args[1].args[0])})"
+
+    def _print_ShapeOf(self, expr: Any) -> str:
+        return f"shape({self._print(expr.args[0])})"
+
+    def _print_CatPiece(self, expr: Any) -> str:
+        return f"split({self._print(expr.args[0])}, dim={expr.dim})[{expr.piece}]"
+
+    def _print_PieceZeros(self, expr: Any) -> str:
+        return f"zeros({self._print(expr.args[1])})"
+
     def _print_Count(self, expr: Any) -> str:
         dims = "" if expr.dims is None else f", dim={list(expr.dims)}"
         return f"{expr.name}({self._print(expr.argument)}{dims})"
