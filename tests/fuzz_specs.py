@@ -255,7 +255,7 @@ class _Drawer:
                 value = child.run(env)
                 return torch.gather(function(value), dim, arg(value, dim, keepdim=True))
 
-        shape = tuple(run(_zeros_env(self.leaves)).shape)
+        shape = tuple(run(_zeros_env(self.leaves, self.indices)).shape)
         return Node(text, run, shape)
 
     def contraction(self, depth: int) -> Node:

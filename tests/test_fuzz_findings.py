@@ -161,6 +161,14 @@ INDEX_CASES: dict[str, tuple[dict[str, str], Callable[..., Any]]] = {
         {"y": "atan2(gather(x0, 0, i), 1 + k**2)"},
         lambda x0, i, k: torch.atan2(x0.gather(0, i), torch.tensor(1 + k**2, dtype=x0.dtype)),
     ),
+    # The same at a computed index: the argmin's temporary, int64 too (seed 61).
+    "a number beside a gather at an argmin": (
+        {"y": "min(gather(log(1 + x0**2), 0, argmin(x0, 0, keepdim=True)), k)"},
+        lambda x0, i, k: torch.minimum(
+            torch.log(1 + x0**2).gather(0, x0.argmin(0, keepdim=True)),
+            torch.tensor(k, dtype=x0.dtype),
+        ),
+    ),
 }
 
 

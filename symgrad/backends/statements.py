@@ -72,6 +72,21 @@ def condition_temporaries(derived: Derived) -> dict[sympy.Basic, sympy.Basic]:
     return {s.target: s.expr for s in all_statements(derived) if is_condition(s.expr)}
 
 
+def _value_symbols(expr: sympy.Basic) -> set[sympy.Basic]:
+    """The free symbols of `expr` but those an index reader reads as its index (a gather's,
+    a segment sum's): an index is int64, whatever temporary holds it."""
+    found: set[sympy.Basic] = set()
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if node.is_Symbol:
+            found.add(node)
+            continue
+        index = getattr(node, "index", None)
+        pending += [arg for arg in node.args if index is None or arg is not index]
+    return found
+
+
 def value_tensors(
     args: Iterable[sympy.Basic],
     tensors: frozenset[sympy.Basic] | set[sympy.Basic],
@@ -89,7 +104,7 @@ def value_tensors(
     seen: set[sympy.Basic] = set()
     while pending and not found:
         compared = []
-        for symbol in pending.pop().free_symbols & tensors:
+        for symbol in _value_symbols(pending.pop()) & tensors:
             if symbol not in seen and not isinstance(symbol, IndexSymbol):
                 seen.add(symbol)
                 if symbol in conditions:
