@@ -341,14 +341,16 @@ class _Drawer:
         return self._shaped(f"cat([{child.text}, {other.text}], {dim})", cat)
 
     def indexed(self, depth: int) -> Node:
-        """A gather or index_select along a dim, or a segment sum or maximum into 1-3
-        segments, by a new index input."""
+        """A gather or index_select along a dim, a segment sum or maximum into 1-3
+        segments, or a class mask (positions compared with it), by a new index input."""
         child = self.expression(depth - 1)
         if not child.tensor or not child.shape:
             return child
         rank = len(child.shape)
         dim = self.rng.randrange(rank) - (rank if self.rng.random() < 0.5 else 0)
         name = f"i{len(self.indices)}"
+        if self.rng.random() < 0.2:
+            return self._class_mask(child, dim, name)
         choice = self.rng.random()
         if choice < 0.25:
             self.indices[name] = ((self.rng.randint(1, 4),), child.shape[dim])
@@ -394,6 +396,31 @@ class _Drawer:
 
         function = "segment_amax" if amax else "segment_sum"
         return self._shaped(f"{function}({child.text}, {name}, {dim}, {size})", segments)
+
+    def _class_mask(self, child: Node, dim: int, name: str) -> Node:
+        """where(position(child, dim) == i, child, 0), i a class per row along dim (size 1
+        there), or where(i != 0, child, -child), i of child's shape: index conditions."""
+        shape = list(child.shape)
+        if self.rng.random() < 0.5:
+            self.indices[name] = (tuple(shape), 2)
+
+            def valid(env: Env) -> Any:
+                value = child.run(env)
+                return torch.where(env[name] != 0, value, -value)
+
+            return self._shaped(f"where({name} != 0, {child.text}, -({child.text}))", valid)
+        classes, shape[dim] = shape[dim], 1
+        self.indices[name] = (tuple(shape), classes)
+
+        def mask(env: Env) -> Any:
+            value = child.run(env)
+            view = [1] * value.dim()
+            view[dim] = -1
+            positions = torch.arange(value.shape[dim]).view(view)
+            return torch.where(positions == env[name], value, 0)
+
+        text = f"where(position({child.text}, {dim}) == {name}, {child.text}, 0)"
+        return self._shaped(text, mask)
 
     def _shaped(self, text: str, run: Callable[[Env], Any]) -> Node:
         return Node(text, run, tuple(run(_zeros_env(self.leaves, self.indices)).shape))
