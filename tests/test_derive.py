@@ -30,6 +30,7 @@ from symgrad.backends.python import kernels
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
+from symgrad.frontend.options import variants
 from symgrad.language import functions, indexing, piecewise, reductions, views
 from symgrad.language.activations import Activation
 
@@ -454,7 +455,7 @@ def _is_elementwise(path: Path) -> bool:
     originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and
     autograd by their generated tests.
     """
-    spec = symgrad.load_spec(path)
+    spec = variants(symgrad.load_spec(path))[0].spec
     exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
     kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather, views.View, views.Cat)
     reads_grad = any(o.reads_grad for o in spec.overrides)
@@ -467,7 +468,8 @@ ELEMENTWISE_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.yaml")) if _is_elemen
 @pytest.mark.slow  # every example through the whole pipeline
 @pytest.mark.parametrize("path", ELEMENTWISE_EXAMPLES, ids=lambda p: p.stem)
 def test_example_gradients_match_sympy(path: Path) -> None:
-    check_gradients(symgrad.load_spec(path))
+    for variant in variants(symgrad.load_spec(path)):  # the spec itself without options
+        check_gradients(variant.spec)
 
 
 def test_examples_exist() -> None:

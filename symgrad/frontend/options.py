@@ -20,7 +20,7 @@ import sympy
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import fields as read
 from symgrad.frontend.loader import Node
-from symgrad.frontend.model import GradientOverride, Input, InputType, Spec
+from symgrad.frontend.model import GradientOverride, Input, InputType, Intermediate, Output, Spec
 from symgrad.language import options as language
 
 if TYPE_CHECKING:
@@ -195,6 +195,17 @@ def variants(spec: Spec) -> tuple[Variant, ...]:
     return tuple(_specialise(spec, tuple(zip(items, combo, strict=True))) for combo in combos)
 
 
+def describe_values(values: tuple[tuple[Input, OptionValue], ...]) -> str:
+    """A variant's option values as a call reads them: `reduction='sum', scale=None`."""
+    parts = []
+    for item, value in values:
+        if item.optional:
+            parts.append(f"{item.name} given" if value else f"{item.name}=None")
+        else:
+            parts.append(f"{item.name}={value!r}")
+    return ", ".join(parts)
+
+
 def _decisions(values: tuple[tuple[Input, OptionValue], ...]) -> dict[sympy.Basic, sympy.Basic]:
     """Each option condition's value, and a bool flag's value where it is a number."""
     decided: dict[sympy.Basic, sympy.Basic] = {}
@@ -251,6 +262,7 @@ def _specialise(spec: Spec, values: tuple[tuple[Input, OptionValue], ...]) -> Va
         dataclasses.replace(o, expr=specialised(o.expr, o.location, f"outputs.{o.name}"))
         for o in spec.outputs
     )
+    _check_tensor_outputs(intermediates, outputs, inputs, values)
     by_name = {o.name: o for o in outputs}
     by_input = {i.name: i for i in inputs}
     overrides = tuple(
@@ -289,3 +301,21 @@ def _variant_inputs(inputs: tuple[Input, ...], dropped: set[str]) -> tuple[Input
         dataclasses.replace(i, optional=False, default=None) if n <= last_required else i
         for n, i in enumerate(kept)
     )
+
+
+def _check_tensor_outputs(
+    intermediates: tuple[Intermediate, ...],
+    outputs: tuple[Output, ...],
+    inputs: tuple[Input, ...],
+    values: tuple[tuple[Input, OptionValue], ...],
+) -> None:
+    """Refuse a variant whose output its options leave without any tensor input."""
+    dependent: set[sympy.Basic] = {i.symbol for i in inputs if i.is_tensor}
+    for item in intermediates:
+        if item.expr.free_symbols & dependent:
+            dependent.add(item.symbol)
+    for output in outputs:
+        if not output.expr.free_symbols & dependent:
+            chosen = ", ".join(f"{item.name}={value!r}" for item, value in values)
+            message = f"with {chosen} the output does not depend on any tensor input"
+            raise SpecError(output.location, message, f"outputs.{output.name}")

@@ -17,7 +17,7 @@ from symgrad.backends.python import render
 from symgrad.backends.python.module_context import ANNOTATIONS
 from symgrad.backends.python.text import docstring, escape_docstring, header, summary
 from symgrad.frontend.model import Input, InputType, Spec
-from symgrad.frontend.options import Variant
+from symgrad.frontend.options import Variant, describe_values
 
 Variants = Sequence[tuple[Variant, Derived]]
 
@@ -120,21 +120,10 @@ def _module_doc(spec: Spec, variants: Variants) -> str:
     lines = [docstring(summary(spec), indent=0, closing=False), ""]
     lines.append(f"{spec.module}(...) calls the Function its options select:")
     for variant, _ in variants:
-        lines.append(f"    {_condition_text(variant)}: {variant.spec.name}")
+        lines.append(
+            f"    {escape_docstring(describe_values(variant.values))}: {variant.spec.name}"
+        )
     return "\n".join(lines) + "\n"
-
-
-def _condition_text(variant: Variant) -> str:
-    """The option values of a variant, as Python reads them."""
-    parts = []
-    for item, value in variant.values:
-        if item.type is InputType.STR:
-            parts.append(f"{item.name}={value!r}")
-        elif item.optional:
-            parts.append(f"{item.name}={'a float' if value else 'None'}")
-        else:
-            parts.append(f"{item.name}={bool(value)}")
-    return escape_docstring(", ".join(parts))
 
 
 def _parameter(item: Input) -> str:
