@@ -9,6 +9,7 @@ variant they select: no tensor `where` on an option, no untaken branch computed.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 
 from symgrad.ad.ir import Derived
@@ -44,10 +45,21 @@ def render_options_module(
 
 
 def _imports_from(test: str, variant: Spec, spec: Spec) -> str:
-    """A variant's test, importing its Function from the spec's merged module."""
-    for prefix in ("from .", "from "):
-        test = test.replace(f"{prefix}{variant.module} import", f"{prefix}{spec.module} import")
-    return test
+    """A variant's test, importing its Function from the spec's merged module.
+
+    The fallback import is parenthesised, so that black can wrap the longer names that
+    variants have (the type comment stays on the import's first line, where mypy reads it).
+    """
+    test = test.replace(f"from .{variant.module} import", f"from .{spec.module} import")
+    fallback = re.compile(
+        rf"^    from {variant.module} import (.*)  # type: ignore\[no-redef\]$", re.MULTILINE
+    )
+
+    def parenthesised(match: re.Match[str]) -> str:
+        names = "".join(f"        {name.strip()},\n" for name in match.group(1).split(","))
+        return f"    from {spec.module} import (  # type: ignore[no-redef]\n{names}    )"
+
+    return render.format_source(fallback.sub(parenthesised, test))
 
 
 def header_lines(spec: Spec, provenance: Provenance) -> list[str]:
@@ -186,7 +198,10 @@ def dispatch_test(spec: Spec, variants: Variants, provenance: Provenance) -> str
     required = [i.name for i in spec.inputs if i.name not in chosen]
     lines = [
         *header_lines(spec, provenance),
-        f'"""The options of {function}: each selects its Function; a bad choice is refused."""',
+        f'"""The options of {function}.',
+        "",
+        "Each combination of options calls its own Function; a string that is no choice is",
+        'refused."""',
         "",
         "from __future__ import annotations",
         "",
