@@ -172,6 +172,10 @@ def load(spec: SpecLike) -> type[torch.autograd.Function]:
     The convenience function is an attribute of its module, `sys.modules[cls.__module__]`.
     """
     spec = _as_spec(spec)
+    chosen = options.option_inputs(spec)
+    if chosen:
+        message = "a spec with options has a Function per option value: use load_module"
+        raise SpecError(chosen[0].location, message, f"inputs.{chosen[0].name}")
     cls: type[torch.autograd.Function] = getattr(_import_module(spec), spec.name)
     return cls
 

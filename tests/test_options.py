@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as functional
 
-from symgrad.api import generate, load_module, load_spec, spec_from_dict
+from symgrad.api import generate, load, load_module, load_spec, spec_from_dict
 from symgrad.errors import SpecError
 from symgrad.frontend.options import variants
 from symgrad.present.show import describe
@@ -228,3 +228,10 @@ def test_show_describes_each_variant_under_its_options() -> None:
     assert "WeightedSquaredReluPlain, where clamp_scale=None:" in text
     assert "WeightedSquaredReluClampScale, where clamp_scale given:" in text
     assert "tanh" in text.split("ClampScale, where")[1]
+
+
+def test_load_points_a_spec_with_options_to_load_module() -> None:
+    spec = spec_from_dict(_spec('where(r == "a", x, 2 * x)', r=CHOICE))
+    with pytest.raises(SpecError, match="use load_module"):
+        load(spec)
+    assert load_module(spec).OptA.__name__ == "OptA"
