@@ -235,3 +235,30 @@ def test_load_points_a_spec_with_options_to_load_module() -> None:
     with pytest.raises(SpecError, match="use load_module"):
         load(spec)
     assert load_module(spec).OptA.__name__ == "OptA"
+
+
+def test_an_option_beside_a_tensor_condition_leaves_the_tensor_condition() -> None:
+    spec = spec_from_dict(_spec('where(x > 0 and r == "a", x, 2 * x)', r=CHOICE))
+    module = load_module(spec)
+    x = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+    assert module.opt(x).tolist() == [-2.0, 1.0]
+    assert module.opt(x, r="b").tolist() == [-2.0, 2.0]
+
+
+# torch.compile's own internals (inductor) use APIs that torch deprecates.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("key", ["custom_op", "mode"])
+def test_each_variant_is_an_operator_or_fused(key: str) -> None:
+    data = _spec("where(given(s), s * x, x) * x", s={"type": "float", "optional": True})
+    data[key] = True if key == "custom_op" else "fused"
+    module = load_module(spec_from_dict(data))
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(module.opt(x, 2.0), 2 * x * x)
+    (grad,) = torch.autograd.grad(module.opt(x).sum(), x)
+    torch.testing.assert_close(grad, 2 * x.detach())
+
+
+def test_inplace_refuses_options() -> None:
+    data = {**_spec('where(r == "a", x, 2 * x)', r=CHOICE), "inplace": True}
+    with pytest.raises(SpecError, match="inplace: true does not take options yet"):
+        spec_from_dict(data)
