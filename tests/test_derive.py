@@ -455,10 +455,12 @@ def _is_elementwise(path: Path) -> bool:
     originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and
     autograd by their generated tests.
     """
-    spec = variants(symgrad.load_spec(path))[0].spec
-    exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
+    specs = [v.spec for v in variants(symgrad.load_spec(path))]  # each option value's
+    exprs = [
+        e for s in specs for e in (*(i.expr for i in s.intermediates), *(o.expr for o in s.outputs))
+    ]
     kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather, views.View, views.Cat)
-    reads_grad = any(o.reads_grad for o in spec.overrides)
+    reads_grad = any(o.reads_grad for s in specs for o in s.overrides)
     return not reads_grad and not any(e.atoms(*kinds) for e in exprs)
 
 
