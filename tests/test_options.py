@@ -262,3 +262,13 @@ def test_inplace_refuses_options() -> None:
     data = {**_spec('where(r == "a", x, 2 * x)', r=CHOICE), "inplace": True}
     with pytest.raises(SpecError, match="inplace: true does not take options yet"):
         spec_from_dict(data)
+
+
+def test_a_gradient_override_may_read_an_option() -> None:
+    data = _spec("round(x)", r=CHOICE)
+    data["gradients"] = {"y": {"x": 'where(r == "a", clamp(grad, -1, 1), grad)'}}
+    module = load_module(spec_from_dict(data))
+    x = torch.tensor([0.2, 0.7], dtype=torch.float64, requires_grad=True)
+    g = torch.tensor([3.0, -0.5], dtype=torch.float64)
+    assert torch.autograd.grad(module.opt(x), x, g)[0].tolist() == [1.0, -0.5]
+    assert torch.autograd.grad(module.opt(x, r="b"), x, g)[0].tolist() == [3.0, -0.5]

@@ -6,6 +6,7 @@ allowed keys. Every error names the file, line and column of the offending value
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -374,7 +375,7 @@ def _parse_outputs(
 
 def _parse_gradients(
     node: Node,
-    symbols: Mapping[str, sympy.Symbol],
+    symbols: dict[str, sympy.Symbol],
     inputs: tuple[Input, ...],
     outputs: tuple[Output, ...],
 ) -> tuple[GradientOverride, ...]:
@@ -383,7 +384,9 @@ def _parse_gradients(
     by_input = {i.name: i for i in inputs}
     # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)),
     # and the incoming gradient (Note [Overrides that read grad]).
-    names = {"grad": INCOMING_GRAD, **symbols, **{o.name: o.symbol for o in outputs}}
+    names = copy.copy(symbols)  # a SymbolTable stays one: overrides may read options
+    names.update({o.name: o.symbol for o in outputs})
+    names.setdefault("grad", INCOMING_GRAD)
     overrides = []
     for output_name, output_node in read.mapping_entries(node, "gradients"):
         path = f"gradients.{output_name}"
