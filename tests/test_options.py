@@ -272,3 +272,16 @@ def test_a_gradient_override_may_read_an_option() -> None:
     g = torch.tensor([3.0, -0.5], dtype=torch.float64)
     assert torch.autograd.grad(module.opt(x), x, g)[0].tolist() == [1.0, -0.5]
     assert torch.autograd.grad(module.opt(x, r="b"), x, g)[0].tolist() == [3.0, -0.5]
+
+
+def test_options_that_would_name_two_functions_alike_are_refused() -> None:
+    choice = {"type": "str", "choices": ["Sum", "sum"], "default": "sum"}
+    with pytest.raises(SpecError, match="both name their Function OptSum"):
+        spec_from_dict(_spec('where(r == "sum", x, 2 * x)', r=choice))
+
+
+def test_options_past_the_bound_of_variants_are_refused() -> None:
+    flags = {f"f{n}": {"type": "bool", "default": False} for n in range(6)}
+    output = " + ".join(f"where(f{n}, x, 2 * x)" for n in range(6))
+    with pytest.raises(SpecError, match="options select 64 formulas; at most 32"):
+        spec_from_dict(_spec(output, **flags))

@@ -192,7 +192,18 @@ def variants(spec: Spec) -> tuple[Variant, ...]:
     if len(combos) > MAX_VARIANTS:
         message = f"options select {len(combos)} formulas; at most {MAX_VARIANTS} are generated"
         raise SpecError(items[0].location, message, "inputs")
-    return tuple(_specialise(spec, tuple(zip(items, combo, strict=True))) for combo in combos)
+    found = tuple(_specialise(spec, tuple(zip(items, combo, strict=True))) for combo in combos)
+    names: dict[str, Variant] = {}
+    for variant in found:
+        clash = names.setdefault(variant.spec.name, variant)
+        if clash is not variant:
+            message = (
+                f"{describe_values(clash.values)} and {describe_values(variant.values)} "
+                f"both name their Function {variant.spec.name}: choose choices that differ "
+                "in more than case and underscores"
+            )
+            raise SpecError(items[0].location, message, f"inputs.{items[0].name}")
+    return found
 
 
 def describe_values(values: tuple[tuple[Input, OptionValue], ...]) -> str:
