@@ -285,3 +285,11 @@ def test_options_past_the_bound_of_variants_are_refused() -> None:
     output = " + ".join(f"where(f{n}, x, 2 * x)" for n in range(6))
     with pytest.raises(SpecError, match="options select 64 formulas; at most 32"):
         spec_from_dict(_spec(output, **flags))
+
+
+def test_plot_refuses_a_spec_with_options(tmp_path: Path) -> None:
+    from symgrad.present.plot import plot
+
+    spec = load_spec(REPO_ROOT / "examples" / "weighted_squared_relu.yaml")
+    with pytest.raises(SpecError, match="--plot draws a spec without options"):
+        plot(spec, tmp_path / "plot.png")
