@@ -293,3 +293,18 @@ def test_plot_refuses_a_spec_with_options(tmp_path: Path) -> None:
     spec = load_spec(REPO_ROOT / "examples" / "weighted_squared_relu.yaml")
     with pytest.raises(SpecError, match="--plot draws a spec without options"):
         plot(spec, tmp_path / "plot.png")
+
+
+def test_each_variant_keeps_its_own_helpers_and_registrations() -> None:
+    """The merged module keeps a helper once only where the variants' copies agree: the
+    call checks of a variant that reads w differ from those of one that does not, and
+    each operator registers its own fake."""
+    data = _spec("where(given(s), s * x * w, x)", w="tensor", s={"type": "float", "optional": True})
+    data["custom_op"] = True
+    spec = spec_from_dict(data)
+    source = generate(spec)["opt.py"]
+    assert "def _explain_call(" in source and "def _explain_call_opt_s(" in source
+    assert source.count(".register_fake") == 2
+    module = load_module(spec)
+    with pytest.raises(Exception, match=r"x \[2\] and w \[3\] do not broadcast"):
+        module.opt(torch.ones(2), torch.ones(3), 2.0)

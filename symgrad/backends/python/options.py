@@ -89,12 +89,27 @@ def _chunks(source: str) -> tuple[list[str], str | None, list[tuple[ast.stmt, st
 
 
 def _key(statement: ast.stmt, text: str) -> str:
-    """What makes two statements the same: a definition's name, else its text."""
-    if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+    """What makes two statements the same: a plain definition's name, else its text.
+
+    A decorated definition (custom_op's `register_fake` of `_`) registers something, so
+    each variant keeps its own.
+    """
+    if isinstance(statement, (ast.FunctionDef, ast.ClassDef)) and not statement.decorator_list:
         return f"def {statement.name}"
     if isinstance(statement, ast.Assign) and ast.unparse(statement.targets[0]) == "__all__":
         return "__all__"
     return text.strip()
+
+
+def _renamed_apart(source: str, definitions: dict[str, str], suffix: str) -> str:
+    """`source` with each helper that an earlier variant defines otherwise renamed (a
+    call's checks name the tensors a variant reads), so that no variant reads another's."""
+    for statement, text in _chunks(source)[2]:
+        key = _key(statement, text)
+        if key.startswith("def ") and definitions.get(key, text) != text:
+            name = key.removeprefix("def ")
+            source = re.sub(rf"\b{re.escape(name)}\b", f"{name}_{suffix}", source)
+    return source
 
 
 def _merge(spec: Spec, sources: list[str], variants: Variants) -> str:
@@ -103,7 +118,8 @@ def _merge(spec: Spec, sources: list[str], variants: Variants) -> str:
     imports: dict[str, str] = {}
     definitions: dict[str, str] = {}
     names: list[str] = [spec.module]
-    for source in sources:
+    for source, (variant, _) in zip(sources, variants, strict=True):
+        source = _renamed_apart(source, definitions, variant.spec.module)
         for statement, text in _chunks(source)[2]:
             key = _key(statement, text)
             if isinstance(statement, (ast.Import, ast.ImportFrom)):
