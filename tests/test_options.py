@@ -308,3 +308,19 @@ def test_each_variant_keeps_its_own_helpers_and_registrations() -> None:
     module = load_module(spec)
     with pytest.raises(Exception, match=r"x \[2\] and w \[3\] do not broadcast"):
         module.opt(torch.ones(2), torch.ones(3), 2.0)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
+def test_the_dispatcher_compiles_without_graph_breaks(kl_div: types.ModuleType) -> None:
+    y_pred, y_true = _kl_inputs(False)
+
+    def loss(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return kl_div.liger_kl_div(a, b, reduction="sum") * 2
+
+    result = torch.compile(loss, fullgraph=True, backend="aot_eager")(y_pred, y_true)
+    torch.testing.assert_close(
+        result, 2 * _liger_forward(y_pred.detach(), y_true, "sum", False, 1e-10)
+    )
+    (grad,) = torch.autograd.grad(result, y_pred)
+    torch.testing.assert_close(grad, -2 * y_true)
