@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from symgrad.ad.derive import derive
+from symgrad.ad.ir import Derived
 from symgrad.backends import python, registry
 from symgrad.backends.base import Backend, BackendUnavailableError, GeneratedFiles, Provenance
 from symgrad.errors import InternalError, Location, SpecError
+from symgrad.frontend import options
 from symgrad.frontend.loader import load_yaml
 from symgrad.frontend.model import Spec
 from symgrad.frontend.parse import node_from_data, parse_spec
@@ -121,8 +123,21 @@ def backend_of(spec: Spec, target: str | None = None) -> Backend:
 
 
 def _render(spec: Spec, backend: Backend, command: str | None) -> GeneratedFiles:
-    """derive and render `spec` (see _generating)."""
-    return _generating(spec, lambda: backend.render(derive(spec), Provenance(__version__, command)))
+    """derive and render `spec` (see _generating), each variant where it has options."""
+    provenance = Provenance(__version__, command)
+    if not options.option_inputs(spec):
+        return _generating(spec, lambda: backend.render(derive(spec), provenance))
+    if backend.render_options is None:
+        first = options.option_inputs(spec)[0]
+        message = f"options are not in the {backend.name} target yet"
+        raise SpecError(first.location, message, f"inputs.{first.name}")
+    render_options = backend.render_options
+    return _generating(spec, lambda: render_options(spec, _derived_variants(spec), provenance))
+
+
+def _derived_variants(spec: Spec) -> list[tuple[options.Variant, Derived]]:
+    """Each variant of a spec with options, derived on its own."""
+    return [(variant, derive(variant.spec)) for variant in options.variants(spec)]
 
 
 def _generating(spec: Spec, produce: Callable[[], T]) -> T:
@@ -139,6 +154,13 @@ def _generating(spec: Spec, produce: Callable[[], T]) -> T:
 def _render_module(spec: Spec, formatted: bool) -> str:
     """The Python module alone (no test), with `_render`'s handling of errors."""
     provenance = Provenance(__version__, regenerate_command(spec, python.BACKEND))
+    if options.option_inputs(spec):
+        return _generating(
+            spec,
+            lambda: python.options.render_options_module(
+                spec, _derived_variants(spec), provenance, formatted=formatted
+            ),
+        )
     return _generating(
         spec, lambda: python.render.render_module(derive(spec), provenance, formatted=formatted)
     )
@@ -150,6 +172,10 @@ def load(spec: SpecLike) -> type[torch.autograd.Function]:
     The convenience function is an attribute of its module, `sys.modules[cls.__module__]`.
     """
     spec = _as_spec(spec)
+    chosen = options.option_inputs(spec)
+    if chosen:
+        message = "a spec with options has a Function per option value: use load_module"
+        raise SpecError(chosen[0].location, message, f"inputs.{chosen[0].name}")
     cls: type[torch.autograd.Function] = getattr(_import_module(spec), spec.name)
     return cls
 

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 import torch.nn.functional as nnf
 
+from symgrad.api import load_spec
+from symgrad.frontend.options import variants
 from symgrad.language import activations, functions, piecewise
 from symgrad.language.names import function_names
 from tests.extreme_points import NEAR_ONE
@@ -266,11 +268,16 @@ EXAMPLE_BUILTINS: dict[str, Callable[..., Any]] = {
 
 
 def example_subjects() -> list[Subject]:
-    """Every spec in examples/, against its built-in where torch has one."""
-    return [
-        Subject(path.stem, path, EXAMPLE_BUILTINS.get(path.stem))
-        for path in sorted(EXAMPLES.glob("*.yaml"))
-    ]
+    """Every spec in examples/, against its built-in where torch has one; a spec with
+    options is a subject per variant (symgrad.frontend.options), against its formula."""
+    subjects = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        found = variants(load_spec(path))
+        if found[0].values:
+            subjects += [Subject(v.spec.module, v.spec) for v in found]
+        else:
+            subjects.append(Subject(path.stem, path, EXAMPLE_BUILTINS.get(path.stem)))
+    return subjects
 
 
 class _SourceShare(torch.autograd.Function):

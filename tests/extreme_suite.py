@@ -49,8 +49,8 @@ class Subject:
     """A spec and torch's function of the same inputs, where torch has one."""
 
     name: str
-    # A path to a YAML spec, or the spec as Python data.
-    spec: Path | dict[str, Any]
+    # A path to a YAML spec, the spec as Python data, or a variant of a spec with options.
+    spec: Path | dict[str, Any] | Spec
     # torch's function of the spec's inputs in order (None: the plain formula only).
     builtin: Callable[..., Any] | None = None
     # Every output element depends only on the same element of each input: all points
@@ -89,11 +89,12 @@ class _Functions:
 
 def _load(subject: Subject) -> _Functions:
     """Generate and import the subject's Function and its test's `reference`."""
-    spec = (
-        load_spec(subject.spec)
-        if isinstance(subject.spec, Path)
-        else spec_from_dict(subject.spec, f"<{subject.name}>")
-    )
+    if isinstance(subject.spec, Spec):
+        spec = subject.spec
+    elif isinstance(subject.spec, Path):
+        spec = load_spec(subject.spec)
+    else:
+        spec = spec_from_dict(subject.spec, f"<{subject.name}>")
     module = load_module(spec)
     test_source = generate(spec, "python")[f"test_{spec.module}.py"]
     namespace: dict[str, Any] = {"__name__": f"extreme_test_{spec.module}", "__package__": ""}

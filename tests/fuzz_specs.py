@@ -535,6 +535,11 @@ def random_case(seed: int) -> Case:
     for name, (shape, _) in drawer.indices.items():
         inputs[name] = {"type": "index", "shape": list(shape)}
     inputs.update(number)
+    # A tenth of the specs select their first output by an option, from an rng of its
+    # own so that the other draws of every seed stay as they were.
+    option_rng = random.Random(seed * 7919 + 1)
+    if option_rng.random() < 0.1:
+        outputs["y0"], runs[0] = _optioned(option_rng, outputs["y0"], runs[0], inputs)
     data: dict[str, Any] = {"name": f"Fuzz{seed}", "inputs": inputs}
     if where:
         data["where"] = where
@@ -552,6 +557,20 @@ def random_case(seed: int) -> Case:
     return Case(seed, data, shaped, oracle, tuple(differentiable), dict(drawer.indices))
 
 
+def _optioned(
+    rng: random.Random, text: str, run: Callable[[Env], Any], inputs: dict[str, Any]
+) -> tuple[str, Callable[[Env], Any]]:
+    """The output `text` chosen among forms by a str option (shapes differ) or a bool flag."""
+    if rng.random() < 0.5:
+        inputs["flag"] = {"type": "bool", "default": rng.random() < 0.5}
+        return f"where(flag, {text}, -({text}))", lambda env: run(env) if env["flag"] else -run(env)
+    default = rng.choice(["keep", "total", "twice"])
+    inputs["mode"] = {"type": "str", "choices": ["keep", "total", "twice"], "default": default}
+    chosen = {"keep": lambda v: v, "total": torch.sum, "twice": lambda v: 2 * v}
+    option = f'where(mode == "keep", {text}, where(mode == "total", sum({text}), 2 * ({text})))'
+    return option, lambda env: chosen[env["mode"]](run(env))
+
+
 def check_case(case: Case) -> str | None:
     """None if symgrad agrees with the oracle on every check, else what failed first."""
     try:
@@ -564,7 +583,11 @@ def check_case(case: Case) -> str | None:
         (3 * torch.rand(shape, generator=generator, dtype=torch.float64) - 1.5).requires_grad_()
         for shape in case.inputs.values()
     ]
-    numbers = {k: v["default"] for k, v in case.data["inputs"].items() if v["type"] == "float"}
+    numbers = {
+        k: v["default"]
+        for k, v in case.data["inputs"].items()
+        if v["type"] in ("float", "str", "bool")
+    }
     # Index values last from the generator, so that the tensors of index-free seeds stay.
     indices = {
         name: torch.randint(bound, shape, generator=generator)

@@ -47,7 +47,8 @@ def test_default_output_folder_is_created(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.mark.slow
 def test_folder_arguments_expand_to_their_specs(repo_root: Path, tmp_path: Path) -> None:
     assert main(["gen", "examples", "-o", str(tmp_path), "-q"]) == 0
-    assert len(list(tmp_path.glob("test_*.py"))) == len(list(Path("examples").glob("*.yaml")))
+    modules = [p for p in tmp_path.glob("*.py") if not p.name.startswith("test_")]
+    assert len(modules) == len(list(Path("examples").glob("*.yaml")))
 
 
 def test_unchanged_files_are_not_rewritten(

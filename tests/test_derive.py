@@ -30,7 +30,18 @@ from symgrad.backends.python import kernels
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.frontend.domains import default_domain, default_shape
 from symgrad.frontend.model import Input, InputType, Output, Spec
-from symgrad.language import functions, indexing, piecewise, reductions, views
+from symgrad.frontend.options import variants
+from symgrad.language import (
+    contractions,
+    dtypes,
+    functions,
+    indexing,
+    piecewise,
+    reductions,
+    scans,
+    segments,
+    views,
+)
 from symgrad.language.activations import Activation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -447,17 +458,31 @@ def test_gradients_match_sympy(case: str) -> None:
 
 
 def _is_elementwise(path: Path) -> bool:
-    """True for specs without reductions or gathers, whose overrides are derivatives: the
-    ones sympy's elementwise check can evaluate.
+    """True for specs without reductions, gathers, views, scans, segments, contractions or
+    dtype constants, whose overrides are derivatives: the ones sympy's elementwise check
+    can evaluate.
 
     The others are checked against torch's built-ins (tests/test_builtins.py), their
     originals (tests/test_gather.py, test_views.py, test_gradient_overrides.py) and
     autograd by their generated tests.
     """
-    spec = symgrad.load_spec(path)
-    exprs = [*(i.expr for i in spec.intermediates), *(o.expr for o in spec.outputs)]
-    kinds = (reductions.Reduction, reductions.Normalization, indexing.Gather, views.View, views.Cat)
-    reads_grad = any(o.reads_grad for o in spec.overrides)
+    specs = [v.spec for v in variants(symgrad.load_spec(path))]  # each option value's
+    exprs = [
+        e for s in specs for e in (*(i.expr for i in s.intermediates), *(o.expr for o in s.outputs))
+    ]
+    kinds = (
+        reductions.Reduction,
+        reductions.Normalization,
+        indexing.Gather,
+        views.View,
+        views.Cat,
+        scans.AlongDim,
+        segments.SegmentSum,
+        segments.IndexSelect,
+        contractions.Einsum,
+        dtypes.FinfoEps,  # a dtype's constant: sympy's check has no dtype
+    )
+    reads_grad = any(o.reads_grad for s in specs for o in s.overrides)
     return not reads_grad and not any(e.atoms(*kinds) for e in exprs)
 
 
@@ -467,7 +492,8 @@ ELEMENTWISE_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.yaml")) if _is_elemen
 @pytest.mark.slow  # every example through the whole pipeline
 @pytest.mark.parametrize("path", ELEMENTWISE_EXAMPLES, ids=lambda p: p.stem)
 def test_example_gradients_match_sympy(path: Path) -> None:
-    check_gradients(symgrad.load_spec(path))
+    for variant in variants(symgrad.load_spec(path)):  # the spec itself without options
+        check_gradients(variant.spec)
 
 
 def test_examples_exist() -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from symgrad.ad.ir import Derived
+from symgrad.frontend.model import Spec
+from symgrad.frontend.options import Variant
 
 
 class UnprintableError(Exception):
@@ -43,6 +45,8 @@ class Provenance:
 
 # A renderer: the derived spec and its provenance (for the header) -> the files.
 Renderer = Callable[[Derived, Provenance], GeneratedFiles]
+# A renderer of a spec with options: the spec, each variant derived, the provenance.
+OptionsRenderer = Callable[[Spec, Sequence[tuple[Variant, Derived]], Provenance], GeneratedFiles]
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,5 @@ class Backend:
     # One line for `symgrad targets`.
     description: str
     render: Renderer
+    # Renders a spec with options (symgrad.frontend.options); None: refused, located.
+    render_options: OptionsRenderer | None = None

@@ -18,9 +18,10 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 
 from symgrad.errors import Location, SpecError, did_you_mean
-from symgrad.frontend import calls, views
+from symgrad.frontend import calls, options, views
 from symgrad.language import broadcasts, functions, indexing, piecewise
 from symgrad.language.names import is_function_name
+from symgrad.language.options import ChoiceSymbol, OptionCondition
 
 # Bounds that keep parsing and later symbolic work finite for any input.
 MAX_EXPRESSION_CHARS = 20_000
@@ -121,6 +122,8 @@ class _Builder:
                 f"or compared, as in where({name} != -100, ...)"
             )
             raise self.error(node, message)
+        if isinstance(self.symbols.get(name), ChoiceSymbol):
+            raise self.error(node, f'str input {name!r} is only compared: {name} == "choice"')
         if name in self.symbols:
             return self.symbols[name]
         if name in self.unavailable:
@@ -135,14 +138,17 @@ class _Builder:
     def value(self, node: ast.AST, depth: int) -> sympy.Expr:
         """Build `node`, which must be a number-valued expression."""
         result = self.build(node, depth)
-        if piecewise.is_condition(result):
+        if piecewise.is_condition(result) or isinstance(result, OptionCondition):
             raise self.error(node, "a condition is not a value here; use where(cond, a, b)")
         return result
 
     def condition(self, node: ast.AST, depth: int) -> Boolean:
         """Build `node`, which must be a condition such as x > 0."""
+        flag = options.flag_condition(self, node)
+        if flag is not None:
+            return flag
         result = self.build(node, depth)
-        if not piecewise.is_condition(result):
+        if not (piecewise.is_condition(result) or isinstance(result, OptionCondition)):
             raise self.error(node, "expected a condition such as x > 0")
         return result
 
@@ -157,7 +163,11 @@ class _Builder:
         raise self.error(node, _operator_message(node.op))
 
     def build_Compare(self, node: ast.Compare, depth: int) -> sympy.Basic:
-        """A comparison; an index input may be read in its operands (a mask, no gradient)."""
+        """A comparison; an index input may be read in its operands (a mask, no gradient);
+        a str option compared with a choice is an option condition."""
+        choice = options.choice_comparison(self, node)
+        if choice is not None:
+            return choice
         self.comparing += 1
         try:
             operands = [self.value(node.left, depth)]
@@ -238,6 +248,8 @@ class _Builder:
         return value
 
     def build_Call(self, node: ast.Call, depth: int) -> sympy.Expr:
+        if isinstance(node.func, ast.Name) and node.func.id == "given":
+            return options.given(self, node)
         return calls.build_call(self, node, depth)
 
     def build_Subscript(self, node: ast.Subscript, depth: int) -> sympy.Expr:

@@ -29,6 +29,9 @@ class InputType(enum.Enum):
     # An int64 tensor of positions, read only by gather (Note [Index inputs] in
     # symgrad.language.indexing): no gradient, a declared shape.
     INDEX = "index"
+    # A string among declared choices, decided in Python (Note [Option conditions] in
+    # symgrad.language.options): it selects a formula, never enters one.
+    STR = "str"
 
 
 Number = float | int | bool
@@ -54,6 +57,16 @@ class Input:
     # sympy assumptions declared on the symbol, e.g. ("positive",).
     assumptions: tuple[str, ...]
     location: Location
+    # A string input's choices, in the spec's order; empty for every other type.
+    choices: tuple[str, ...] = ()
+    # A string input's default choice, or None when the argument is required.
+    default_choice: str | None = None
+    # True for a number declared `optional: true`: None (its default) leaves it out.
+    optional: bool = False
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None or self.default_choice is not None or self.optional
 
     @property
     def is_tensor(self) -> bool:

@@ -6,6 +6,7 @@ allowed keys. Every error names the file, line and column of the offending value
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,7 @@ from sympy.core.facts import InconsistentAssumptions
 from symgrad.errors import Location, SpecError, did_you_mean
 from symgrad.frontend import expr as expressions
 from symgrad.frontend import fields as read
-from symgrad.frontend import indices, names, views
+from symgrad.frontend import indices, names, options, views
 from symgrad.frontend.checks import parse_checks
 from symgrad.frontend.contractions import check_contractions
 from symgrad.frontend.from_sympy import from_sympy
@@ -52,7 +53,7 @@ _TARGET_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 # How the generated Function runs its forward and backward (see Spec.mode).
 MODES = ("eager", "fused")
 OUTPUT_KEYS = ("expr", "differentiable")
-INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default")
+INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default", *options.KEYS)
 ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
 
 
@@ -88,7 +89,7 @@ def parse_spec(root: Node, source: str) -> Spec:
     target = _target(target_node) if target_node else None
     inputs = _parse_inputs(fields.require("inputs"), name)
     checks, inputs = parse_checks(fields.optional("test"), inputs)
-    symbols: dict[str, sympy.Symbol] = {i.name: i.symbol for i in inputs}
+    symbols: dict[str, sympy.Symbol] = options.SymbolTable(inputs)
     where_node = fields.optional("where")
     outputs_node = fields.require("outputs")
     output_names = list(outputs_node.value) if isinstance(outputs_node.value, dict) else []
@@ -112,12 +113,13 @@ def parse_spec(root: Node, source: str) -> Spec:
         target,
         inplace_node.location if inplace and inplace_node else None,
     )
-    views.check_views(spec)
-    indices.check_index_positions(spec)
-    indices.check_gathers(spec)
-    check_contractions(spec)
-    indices.check_segment_sums(spec)
-    indices.check_index_selects(spec)
+    for variant in options.variants(spec):  # the spec itself where it has no options
+        views.check_views(variant.spec)
+        indices.check_index_positions(variant.spec)
+        indices.check_gathers(variant.spec)
+        check_contractions(variant.spec)
+        indices.check_segment_sums(variant.spec)
+        indices.check_index_selects(variant.spec)
     return spec
 
 
@@ -167,7 +169,7 @@ def _parse_inputs(node: Node, class_name: str) -> tuple[Input, ...]:
 def _check_default_order(inputs: tuple[Input, ...]) -> None:
     seen_default: Input | None = None
     for item in inputs:
-        if item.default is not None:
+        if item.has_default:
             seen_default = item
         elif seen_default is not None:
             raise SpecError(
@@ -188,6 +190,8 @@ def _parse_input(name: str, location: Location, node: Node) -> Input:
     input_type = _input_type(type_node, path)
     if input_type is InputType.INDEX:
         return indices.parse_index_input(name, location, node)
+    if options.is_option_input(input_type, node):
+        return options.parse_option_input(name, location, node, input_type)
     is_tensor = input_type is InputType.TENSOR
     assumptions: tuple[str, ...] = ()
     shape = domain = default = None
@@ -375,7 +379,7 @@ def _parse_outputs(
 
 def _parse_gradients(
     node: Node,
-    symbols: Mapping[str, sympy.Symbol],
+    symbols: dict[str, sympy.Symbol],
     inputs: tuple[Input, ...],
     outputs: tuple[Output, ...],
 ) -> tuple[GradientOverride, ...]:
@@ -384,7 +388,9 @@ def _parse_gradients(
     by_input = {i.name: i for i in inputs}
     # Overrides may read outputs too (e.g. a straight-through gradient of y = round(x)),
     # and the incoming gradient (Note [Overrides that read grad]).
-    names = {"grad": INCOMING_GRAD, **symbols, **{o.name: o.symbol for o in outputs}}
+    names = copy.copy(symbols)  # a SymbolTable stays one: overrides may read options
+    names.update({o.name: o.symbol for o in outputs})
+    names.setdefault("grad", INCOMING_GRAD)
     overrides = []
     for output_name, output_node in read.mapping_entries(node, "gradients"):
         path = f"gradients.{output_name}"

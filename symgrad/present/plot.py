@@ -22,6 +22,7 @@ from symgrad.api import generate
 from symgrad.errors import Location, SpecError
 from symgrad.frontend.domains import default_domain
 from symgrad.frontend.model import Input, InputType, Spec
+from symgrad.frontend.options import option_inputs
 from symgrad.language import reductions
 
 # Points along each swept input.
@@ -30,6 +31,10 @@ _POINTS = 401
 
 def plot(spec: Spec, path: str | Path) -> Path:
     """Draw `spec` into the PNG at `path` and return the path."""
+    chosen = option_inputs(spec)
+    if chosen:
+        message = "--plot draws a spec without options; this one has a formula per option"
+        raise SpecError(chosen[0].location, message, f"inputs.{chosen[0].name}")
     pyplot = _pyplot()
     _refuse_reductions(spec)
     function, reference = _load(spec)

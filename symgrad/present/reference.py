@@ -50,7 +50,14 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "reads, no gradient)",
         "domain": "`[low, high]`: the interval the generated test samples from",
         "requires_grad": "tensors only; `false`: the input never gets a gradient",
-        "default": "numbers only; a default value (inputs with defaults come last)",
+        "default": "numbers only; a default value (inputs with defaults come last); for "
+        "a `str` input, one of its choices",
+        "choices": "`str` inputs only, required: the strings the input may be, e.g. "
+        '`[none, sum, mean]`; the spec reads it only as `name == "mean"` (or `!=`), a '
+        "condition of `where`",
+        "optional": "`float` inputs only: `true` makes the input optional (default None); "
+        "`given(name)` is the condition that it was passed, and the input may be read only "
+        "where that holds",
     },
     "output": {
         "expr": "the output's expression",
@@ -206,6 +213,19 @@ def _functions_section() -> list[str]:
         "operands, and the jvp the sum of einsums with one tangent each: contractions, "
         "never an outer product. A letter that one operand alone has and the output drops "
         "is summed out of that operand first.",
+        "",
+        "### Options",
+        "",
+        '- `name == "choice"`, `name != "choice"` on a `str` input, `given(name)` on an '
+        "optional `float` input, and a `bool` input used directly as a condition "
+        "(`where(flag, a, b)`) are options: decided in Python, never in a tensor `where`. "
+        "The spec is specialised once per combination of option values before it is "
+        "differentiated: each `where` on an option keeps its taken branch only, so the "
+        "variants may differ in shape (a reduction `none` keeps the elements, `sum` is "
+        "0-d) and each has its own exact derivative. The Python module holds one Function "
+        "per variant (`<Name><Choice>`, e.g. `KLDivSum`) and the convenience function, "
+        "which takes the options as keywords with their defaults, refuses a string that is "
+        "no choice, and calls the variant they select. The C++ target refuses options.",
     ]
     return lines
 

@@ -19,6 +19,7 @@ from sympy.printing.pretty.stringpict import prettyForm
 from symgrad.ad.derive import derive
 from symgrad.ad.ir import Derived
 from symgrad.frontend.model import Input, Output, Spec
+from symgrad.frontend.options import describe_values, variants
 from symgrad.language.piecewise import Where
 from symgrad.language.reductions import Shapes, SumTo, reduce, summed_reduction
 from symgrad.present.arguments import keywords, piece, spec_name
@@ -30,8 +31,17 @@ LONG_PARTIAL = "long; see the generated backward"
 def describe(spec: Spec, *, latex: bool = False, width: int = 100) -> str:
     """Describe `spec`'s forward, derivatives and saved values, so its maths can be reviewed.
 
-    Unicode pretty print by default (wrapped at `width` columns), LaTeX with `latex`.
+    Unicode pretty print by default (wrapped at `width` columns), LaTeX with `latex`. A
+    spec with options is described variant by variant, each under its option values.
     """
+    found = variants(spec)
+    if found[0].values:
+        comment = "% " if latex else ""
+        return "\n\n".join(
+            f"{comment}{v.spec.name}, where {describe_values(v.values)}:\n"
+            + describe(v.spec, latex=latex, width=width)
+            for v in found
+        )
     derived = derive(spec)
     if latex:
         return _describe_latex(derived)

@@ -96,6 +96,11 @@ def _check_printable(derived: Derived) -> None:
             raise SpecError(location, f"cannot generate code: {error}", path) from None
 
 
+def format_source(source: str) -> str:
+    """Generated Python formatted by black, in the mode of every generated module."""
+    return _format(source)
+
+
 def _format(source: str) -> str:
     return black.format_str(source, mode=_BLACK_MODE)
 
