@@ -57,7 +57,9 @@ def test_tutorial_shell_block_generates_and_tests_the_module(tmp_path: Path) -> 
 def test_shapes_tutorial_python_blocks_run_in_order(capsys: pytest.CaptureFixture[str]) -> None:
     namespace: dict[str, object] = {"__name__": "tutorial_shapes"}
     blocks = _blocks("python", SHAPES_TUTORIAL)
-    assert len(blocks) == 9  # the helper, then one block per construct and the refusal
+    assert len(blocks) == 10  # the helper, then one block per construct and the refusal
     for block in blocks:
         exec(compile(block, str(SHAPES_TUTORIAL), "exec"), namespace)
-    assert "outputs.y: chunk(): 2 chunks do not divide size 5 of dim 1" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "reduction must be one of 'none', 'sum', 'mean', got 'max'" in printed
+    assert "outputs.y: chunk(): 2 chunks do not divide size 5 of dim 1" in printed
