@@ -27,6 +27,7 @@ from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.statements import value_tensors
 from symgrad.language import (
     activations,
+    arg_extrema,
     broadcasts,
     functions,
     indexing,
@@ -222,9 +223,15 @@ class ConstructForms(
 
     def _value_dtype_source(self, shapes: list[sympy.Basic]) -> str | None:
         """Where full_like's value takes its dtype when a shape source is a boolean
-        condition (a bool otherwise): a value the conditions compare, "" for the
-        default dtype; None when no shape source is a condition."""
-        if not any(s in self.conditions or piecewise.is_condition(s) for s in shapes):
+        condition or an index (a bool or an int64 otherwise): a value the conditions
+        compare, "" for the default dtype; None when no shape source is either."""
+        if not any(
+            s in self.conditions
+            or piecewise.is_condition(s)
+            or isinstance(s, indexing.IndexSymbol)
+            or arg_extrema.is_index(s)
+            for s in shapes
+        ):
             return None
         values = value_tensors(shapes, self.tensor_symbols, self.conditions)
         return self._print(values[0]) if values else ""
