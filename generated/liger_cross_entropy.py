@@ -8,7 +8,8 @@ smoothing and z-loss, mean over the rows not ignored.
 
 Forward:
     lse = logsumexp(x, dim=-1)
-    picked = sum(where(position(x, -1) == unsqueeze(target, -1), x, 0), dim=-1)
+    picked = sum(gather(x, -1, unsqueeze(where(target != ignore_index, target, 0), -1)),
+        dim=-1)
     row = label_smoothing*(lse - mean(x, dim=-1)) + lse_square_scale*lse**2 + (1 -
         label_smoothing)*(lse - picked)
     loss = sum(where(target != ignore_index, row, 0))/sum(where(target != ignore_index,
@@ -152,20 +153,11 @@ class LigerCrossEntropy(torch.autograd.Function):
         ignore_index: int = -100,
         label_smoothing: float = 0.1,
         lse_square_scale: float = 0.01,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         lse = torch.logsumexp(x, dim=-1)
+        _t0 = target != ignore_index
         picked = torch.sum(
-            torch.where(
-                (
-                    torch.arange(
-                        x.size(-1), dtype=torch.int64, device=x.device
-                    ).expand_as(x)
-                    == target.unsqueeze(-1)
-                ),
-                x,
-                0,
-            ),
-            dim=-1,
+            torch.gather(x, -1, torch.where(_t0, target, 0).unsqueeze(-1)), dim=-1
         )
         mean2 = torch.mean(x, dim=-1)
         row = (
@@ -173,7 +165,6 @@ class LigerCrossEntropy(torch.autograd.Function):
             + lse_square_scale * lse**2
             + (1 - label_smoothing) * (lse - picked)
         )
-        _t0 = target != ignore_index
         sum3 = torch.sum(
             torch.where(
                 _t0, torch.tensor(1, dtype=target.dtype, device=target.device), 0
@@ -181,37 +172,29 @@ class LigerCrossEntropy(torch.autograd.Function):
         )
         sum4 = torch.sum(torch.where(_t0, row, 0))
         loss = sum4 / sum3
-        return loss, lse, sum3
+        return loss, lse
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target, ignore_index, label_smoothing, lse_square_scale = inputs
-        loss, lse, sum3 = output
+        loss, lse = output
         ctx.set_materialize_grads(False)
-        ctx.mark_non_differentiable(sum3)
-        # Saved for the backward, not recomputed (within what eager autograd saves):
-        # sum3.
-        ctx.save_for_backward(x, target, lse, sum3)
+        ctx.save_for_backward(x, target, lse)
         ctx.numbers = (ignore_index, label_smoothing, lse_square_scale)
         ctx.save_for_forward(x, target, lse)
-        ctx.output_shapes = (loss.shape, lse.shape, sum3.shape)
+        ctx.output_shapes = (loss.shape, lse.shape)
         ctx.tangent_shapes = (x.shape,)
         _t1 = _count(x.shape, (-1,))
         _t2 = torch.broadcast_shapes(
             _reduced_shape(
                 torch.broadcast_shapes(
                     target.shape,
+                    _reduced_shape(x.shape, (-1,), keepdim=False),
                     _reduced_shape(
-                        torch.broadcast_shapes(
-                            x.shape,
-                            torch.empty(target.shape, device="meta")
-                            .unsqueeze(-1)
-                            .shape,
-                        ),
+                        torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
                         (-1,),
                         keepdim=False,
                     ),
-                    _reduced_shape(x.shape, (-1,), keepdim=False),
                 ),
                 None,
                 keepdim=False,
@@ -221,101 +204,79 @@ class LigerCrossEntropy(torch.autograd.Function):
         _t3 = _reduced_shape(x.shape, (-1,), keepdim=False)
         _t4 = _reduced_shape(
             torch.broadcast_shapes(
-                x.shape, torch.empty(target.shape, device="meta").unsqueeze(-1).shape
-            ),
-            (-1,),
-            keepdim=False,
-        )
-        _t5 = _reduced_shape(
-            torch.broadcast_shapes(
                 target.shape,
+                _reduced_shape(x.shape, (-1,), keepdim=False),
                 _reduced_shape(
-                    torch.broadcast_shapes(
-                        x.shape,
-                        torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
-                    ),
+                    torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
                     (-1,),
                     keepdim=False,
                 ),
-                _reduced_shape(x.shape, (-1,), keepdim=False),
             ),
             None,
             keepdim=False,
         )
-        _t6 = x.shape
-        _t7 = torch.broadcast_shapes(
+        _t5 = x.shape
+        _t6 = torch.broadcast_shapes(
             target.shape,
+            _reduced_shape(x.shape, (-1,), keepdim=False),
             _reduced_shape(
-                torch.broadcast_shapes(
-                    x.shape,
-                    torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
-                ),
+                torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
                 (-1,),
                 keepdim=False,
             ),
-            _reduced_shape(x.shape, (-1,), keepdim=False),
         )
-        _t8 = torch.broadcast_shapes(
-            x.shape, torch.empty(target.shape, device="meta").unsqueeze(-1).shape
+        _t7 = _reduced_shape(
+            torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
+            (-1,),
+            keepdim=False,
         )
+        _t8 = torch.empty(target.shape, device="meta").unsqueeze(-1).shape
         ctx.shape_facts = (_t1, _t2, _t3, _t4, _t5, _t6, _t7, _t8)
 
     @staticmethod
     def backward(
-        ctx: Any,
-        grad_loss: torch.Tensor | None,
-        grad_lse: torch.Tensor | None,
-        _grad_sum3: torch.Tensor | None,
+        ctx: Any, grad_loss: torch.Tensor | None, grad_lse: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        x, target, lse, sum3 = ctx.saved_tensors
+        x, target, lse = ctx.saved_tensors
         ignore_index, label_smoothing, lse_square_scale = ctx.numbers
         _t1, _t2, _t3, _t4, _t5, _t6, _t7, _t8 = ctx.shape_facts
         need_x, _, _, _, _ = ctx.needs_input_grad
-        if torch.is_grad_enabled():
-            # Double backward: saved values carry no graph; recompute them.
-            _t0 = target != ignore_index
-            sum3 = torch.sum(
-                torch.where(
-                    _t0, torch.tensor(1, dtype=target.dtype, device=target.device), 0
-                )
-            )
         grad_x = None
         if need_x:
             _t9 = torch.exp(x - _unsqueeze_last(lse))
         if grad_loss is not None:
             if need_x:
-                _t10 = _sum_to(1 / sum3 * grad_loss, _t5, _t2)
-                _t11 = 1 - label_smoothing
                 _t0 = target != ignore_index
-                _t12 = torch.where(
+                sum3 = torch.sum(
+                    torch.where(
+                        _t0,
+                        torch.tensor(1, dtype=target.dtype, device=target.device),
+                        0,
+                    )
+                )
+                _t10 = _sum_to(1 / sum3 * grad_loss, _t4, _t2)
+                _t11 = torch.where(_t0, _t10, 0)
+                _t12 = 1 - label_smoothing
+                _t13 = _sum_to(
+                    _unsqueeze_last(_sum_to((-_t12) * _t11, _t7, _t6)), _t8, _t8
+                )
+                _t14 = torch.where(
                     _t0,
-                    _t10 * _t11
+                    _t12 * _t10
                     + _t10 * label_smoothing
                     + 2 * _t10 * lse * lse_square_scale,
                     0,
                 )
-                _t13 = torch.where(_t0, _t10, 0)
                 grad_x = _accumulate(
                     grad_x,
                     torch.addcmul(
-                        _unsqueeze_last(_sum_to((-label_smoothing) * _t13, _t3, _t7))
+                        _unsqueeze_last(_sum_to((-label_smoothing) * _t11, _t3, _t6))
                         / _t1
-                        + _sum_to(
-                            torch.where(
-                                (
-                                    torch.arange(
-                                        x.size(-1), dtype=torch.int64, device=x.device
-                                    ).expand_as(x)
-                                    == target.unsqueeze(-1)
-                                ),
-                                _unsqueeze_last(_sum_to((-_t11) * _t13, _t4, _t7)),
-                                0,
-                            ),
-                            _t6,
-                            _t8,
+                        + _t13.new_zeros(_t5).scatter_add(
+                            -1, torch.where(_t0, target, 0).unsqueeze(-1), _t13
                         ),
                         _t9,
-                        _unsqueeze_last(_sum_to(_t12, _t3, _t7)),
+                        _unsqueeze_last(_sum_to(_t14, _t3, _t6)),
                     ),
                 )
         if grad_lse is not None:
@@ -335,7 +296,7 @@ class LigerCrossEntropy(torch.autograd.Function):
         """The directional derivative of the outputs along the inputs' tangents."""
         x, target, lse = ctx.saved_tensors
         ignore_index, label_smoothing, lse_square_scale = ctx.numbers
-        loss_shape, lse_shape, sum3_shape = ctx.output_shapes
+        loss_shape, lse_shape = ctx.output_shapes
         _t1, _t2, _t3, _t4, _t5, _t6, _t7, _t8 = ctx.shape_facts
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t0 = target != ignore_index
@@ -346,16 +307,7 @@ class LigerCrossEntropy(torch.autograd.Function):
         )
         tangent_lse = torch.sum(tangent_x * torch.exp(x - _unsqueeze_last(lse)), dim=-1)
         tangent_picked = torch.sum(
-            torch.where(
-                (
-                    torch.arange(
-                        x.size(-1), dtype=torch.int64, device=x.device
-                    ).expand_as(x)
-                    == target.unsqueeze(-1)
-                ),
-                tangent_x,
-                0,
-            ),
+            torch.gather(tangent_x, -1, torch.where(_t0, target, 0).unsqueeze(-1)),
             dim=-1,
         )
         tangent_mean2 = torch.mean(tangent_x, dim=-1)
@@ -364,13 +316,9 @@ class LigerCrossEntropy(torch.autograd.Function):
             + (1 - label_smoothing) * (tangent_lse - tangent_picked)
             + 2 * lse * lse_square_scale * tangent_lse
         )
-        tangent_sum4 = torch.sum(_sum_to(torch.where(_t0, tangent_row, 0), _t7, _t7))
+        tangent_sum4 = torch.sum(_sum_to(torch.where(_t0, tangent_row, 0), _t6, _t6))
         tangent_loss = tangent_sum4 / sum3
-        return (
-            _expand_to(tangent_loss, loss_shape),
-            _expand_to(tangent_lse, lse_shape),
-            None,
-        )
+        return _expand_to(tangent_loss, loss_shape), _expand_to(tangent_lse, lse_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -400,9 +348,9 @@ def liger_cross_entropy(
         if torch.compiler.is_compiling()
         else LigerCrossEntropy
     )
-    # The residuals (lse, sum3) are for the backward only.
+    # The residuals (lse) are for the backward only.
     try:
-        loss, lse, sum3 = function.apply(
+        loss, lse = function.apply(
             x, target, ignore_index, label_smoothing, lse_square_scale
         )
         return loss

@@ -359,6 +359,8 @@ class _Drawer:
                 return torch.index_select(child.run(env), dim, env[name])
 
             return self._shaped(f"index_select({child.text}, {dim}, {name})", select)
+        if choice < 0.5 and rank > 1 and self.rng.random() < 0.4:
+            return self._gather_view(child, dim, name)
         if choice < 0.5:
             shape = list(child.shape)
             shape[dim] = self.rng.randint(1, 3)
@@ -396,6 +398,21 @@ class _Drawer:
 
         function = "segment_amax" if amax else "segment_sum"
         return self._shaped(f"{function}({child.text}, {name}, {dim}, {size})", segments)
+
+    def _gather_view(self, child: Node, dim: int, name: str) -> Node:
+        """gather(child, dim, unsqueeze(i, dim)), one position per slice as a class target
+        is, sometimes through where(i != 1, i, 0): positions computed in the index."""
+        shape = list(child.shape)
+        classes = shape.pop(dim)
+        self.indices[name] = (tuple(shape), classes)
+        safe = self.rng.random() < 0.5
+        positions = f"where({name} != 1, {name}, 0)" if safe else name
+
+        def gather(env: Env) -> Any:
+            index = torch.where(env[name] != 1, env[name], 0) if safe else env[name]
+            return torch.gather(child.run(env), dim, index.unsqueeze(dim))
+
+        return self._shaped(f"gather({child.text}, {dim}, unsqueeze({positions}, {dim}))", gather)
 
     def _class_mask(self, child: Node, dim: int, name: str) -> Node:
         """where(position(child, dim) == i, child, 0), i a class per row along dim (size 1

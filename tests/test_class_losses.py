@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.nn import functional
 
-from symgrad.api import load_module, load_spec, spec_from_dict
+from symgrad.api import generate, load_module, load_spec, spec_from_dict
 from symgrad.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +144,36 @@ def test_the_one_hot_condition_is_exact_past_bfloat16s_integers() -> None:
     x = torch.randn(3, 300).to(torch.bfloat16)
     target = torch.tensor([257, 299, 3])
     torch.testing.assert_close(module.classes(x, target), x.gather(1, target[:, None])[:, 0])
+
+
+_SAFE_PICK = "sum(gather(x, -1, unsqueeze(where(target != -100, target, 0), -1)), dim=-1)"
+
+
+def test_a_gather_of_a_safe_unsqueezed_target_picks_the_target_logit() -> None:
+    """gather takes a view and a where of an index: the target's logit by torch.gather and
+    its gradient by scatter_add, an ignored row gathering at class 0, no [N, C] mask."""
+    spec = spec_from_dict(_class_spec(f"where(target != -100, {_SAFE_PICK}, 0)"))
+    module = load_module(spec)
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, -100, 4, 1])
+    expected = x.detach().gather(1, target.clamp(min=0)[:, None])[:, 0] * (target != -100)
+    torch.testing.assert_close(module.classes(x, target), expected)
+    assert torch.autograd.gradcheck(module.Classes.apply, (x, target))
+    assert torch.autograd.gradgradcheck(module.Classes.apply, (x, target))
+    source = generate(spec)["classes.py"]
+    assert "torch.gather(" in source and ".scatter_add(" in source
+    assert "torch.arange" not in source
+
+
+def test_the_liger_example_gathers_the_target_logit() -> None:
+    source = (REPO_ROOT / "generated" / "liger_cross_entropy.py").read_text(encoding="utf-8")
+    assert "torch.gather(" in source and "torch.arange" not in source
+
+
+def test_a_gathered_targets_bound_is_the_class_count() -> None:
+    from symgrad.frontend import indices
+
+    assert indices.index_bounds(spec_from_dict(_class_spec(_SAFE_PICK))) == {"target": 5}
 
 
 def test_the_generated_test_samples_targets_below_the_class_count() -> None:

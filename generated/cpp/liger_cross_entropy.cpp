@@ -7,7 +7,9 @@
 //
 // Forward:
 //     lse = logsumexp(x, dim=-1)
-//     picked = sum(where(position(x, -1) == unsqueeze(target, -1), x, 0), dim=-1)
+//     picked = sum(gather(x, -1, unsqueeze(where(target != ignore_index, target, 0),
+//     -1)),
+//         dim=-1)
 //     row = label_smoothing*(lse - mean(x, dim=-1)) + lse_square_scale*lse**2 + (1 -
 //         label_smoothing)*(lse - picked)
 //     loss = sum(where(target != ignore_index, row, 0))/sum(where(target !=
@@ -128,16 +130,14 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
                                                double label_smoothing,
                                                double lse_square_scale) {
     const at::Tensor lse = at::logsumexp(x, at::IntArrayRef{-1});
-    const at::Tensor picked = at::sum(
-        at::where((at::arange(x.size(-1), x.options().dtype(at::kLong)).expand_as(x) ==
-                   target.unsqueeze(-1)),
-                  x, 0),
-        at::IntArrayRef{-1});
+    const at::Tensor _t0 = (target != ignore_index);
+    const at::Tensor picked =
+        at::sum(at::gather(x, -1, at::where(_t0, target, 0).unsqueeze(-1)),
+                at::IntArrayRef{-1});
     const at::Tensor mean2 = at::mean(x, at::IntArrayRef{-1});
     const at::Tensor row = label_smoothing * (lse - mean2) +
                            lse_square_scale * at::pow(lse, 2) +
                            (1.0 - label_smoothing) * (lse - picked);
-    const at::Tensor _t0 = (target != ignore_index);
     const at::Tensor sum3 =
         at::sum(at::where(_t0,
                           at::scalar_tensor(1, at::TensorOptions()
@@ -146,7 +146,7 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
                           0));
     const at::Tensor sum4 = at::sum(at::where(_t0, row, 0));
     const at::Tensor loss = sum4 / sum3;
-    return {loss, lse, sum3};
+    return {loss, lse};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -158,9 +158,7 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
     torch::autograd::variable_list outputs =
         values(x, target, ignore_index, label_smoothing, lse_square_scale);
     ctx->set_materialize_grads(false);
-    ctx->mark_non_differentiable({outputs[2]});
-    // Saved for the backward, not recomputed (within what eager autograd saves): sum3.
-    ctx->save_for_backward({x, target, outputs[1], outputs[2]});
+    ctx->save_for_backward({x, target, outputs[1]});
     ctx->saved_data["ignore_index"] = ignore_index;
     ctx->saved_data["label_smoothing"] = label_smoothing;
     ctx->saved_data["lse_square_scale"] = lse_square_scale;
@@ -169,64 +167,52 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
         detail::reduced_shape(
             at::infer_size(
                 at::infer_size(target.sizes().vec(),
-                               detail::reduced_shape(
-                                   at::infer_size(x.sizes().vec(),
-                                                  [](std::vector<int64_t> s) {
-                                                    int64_t d =
-                                                        -1 < 0
-                                                            ? -1 + int64_t(s.size()) + 1
-                                                            : -1;
-                                                    s.insert(s.begin() + d, 1);
-                                                    return s;
-                                                  }(target.sizes().vec())),
-                                   {-1}, false)),
-                detail::reduced_shape(x.sizes().vec(), {-1}, false)),
+                               detail::reduced_shape(x.sizes().vec(), {-1}, false)),
+                detail::reduced_shape(
+                    [](std::vector<int64_t> s) {
+                      int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
+                      s.insert(s.begin() + d, 1);
+                      return s;
+                    }(target.sizes().vec()),
+                    {-1}, false)),
             {}, false),
         detail::reduced_shape(target.sizes().vec(), {}, false));
     ctx->saved_data["_t3"] = detail::reduced_shape(x.sizes().vec(), {-1}, false);
     ctx->saved_data["_t4"] = detail::reduced_shape(
-        at::infer_size(x.sizes().vec(),
-                       [](std::vector<int64_t> s) {
-                         int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
-                         s.insert(s.begin() + d, 1);
-                         return s;
-                       }(target.sizes().vec())),
-        {-1}, false);
-    ctx->saved_data["_t5"] = detail::reduced_shape(
         at::infer_size(
             at::infer_size(target.sizes().vec(),
-                           detail::reduced_shape(
-                               at::infer_size(x.sizes().vec(),
-                                              [](std::vector<int64_t> s) {
-                                                int64_t d =
-                                                    -1 < 0 ? -1 + int64_t(s.size()) + 1
-                                                           : -1;
-                                                s.insert(s.begin() + d, 1);
-                                                return s;
-                                              }(target.sizes().vec())),
-                               {-1}, false)),
-            detail::reduced_shape(x.sizes().vec(), {-1}, false)),
+                           detail::reduced_shape(x.sizes().vec(), {-1}, false)),
+            detail::reduced_shape(
+                [](std::vector<int64_t> s) {
+                  int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
+                  s.insert(s.begin() + d, 1);
+                  return s;
+                }(target.sizes().vec()),
+                {-1}, false)),
         {}, false);
-    ctx->saved_data["_t6"] = x.sizes().vec();
-    ctx->saved_data["_t7"] = at::infer_size(
+    ctx->saved_data["_t5"] = x.sizes().vec();
+    ctx->saved_data["_t6"] = at::infer_size(
         at::infer_size(target.sizes().vec(),
-                       detail::reduced_shape(
-                           at::infer_size(x.sizes().vec(),
-                                          [](std::vector<int64_t> s) {
-                                            int64_t d = -1 < 0
-                                                            ? -1 + int64_t(s.size()) + 1
-                                                            : -1;
-                                            s.insert(s.begin() + d, 1);
-                                            return s;
-                                          }(target.sizes().vec())),
-                           {-1}, false)),
-        detail::reduced_shape(x.sizes().vec(), {-1}, false));
-    ctx->saved_data["_t8"] =
-        at::infer_size(x.sizes().vec(), [](std::vector<int64_t> s) {
+                       detail::reduced_shape(x.sizes().vec(), {-1}, false)),
+        detail::reduced_shape(
+            [](std::vector<int64_t> s) {
+              int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
+              s.insert(s.begin() + d, 1);
+              return s;
+            }(target.sizes().vec()),
+            {-1}, false));
+    ctx->saved_data["_t7"] = detail::reduced_shape(
+        [](std::vector<int64_t> s) {
           int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
           s.insert(s.begin() + d, 1);
           return s;
-        }(target.sizes().vec()));
+        }(target.sizes().vec()),
+        {-1}, false);
+    ctx->saved_data["_t8"] = [](std::vector<int64_t> s) {
+      int64_t d = -1 < 0 ? -1 + int64_t(s.size()) + 1 : -1;
+      s.insert(s.begin() + d, 1);
+      return s;
+    }(target.sizes().vec());
     return outputs;
   }
 
@@ -236,7 +222,6 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
     at::Tensor x = saved[0];
     at::Tensor target = saved[1];
     at::Tensor lse = saved[2];
-    at::Tensor sum3 = saved[3];
     const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
     const double label_smoothing = ctx->saved_data["label_smoothing"].toDouble();
     const double lse_square_scale = ctx->saved_data["lse_square_scale"].toDouble();
@@ -252,45 +237,38 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
     const at::Tensor& grad_lse = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    at::Tensor _t0, _t9, _t10, _t12, _t13;
-    double _t11 = 0;
-    if (at::GradMode::is_enabled()) {
-      // Double backward: saved values carry no graph; recompute them.
-      _t0 = (target != ignore_index);
-      sum3 =
-          at::sum(at::where(_t0,
-                            at::scalar_tensor(1, at::TensorOptions()
-                                                     .dtype(at::result_type(target, 1))
-                                                     .device(target.device())),
-                            0));
-    }
+    at::Tensor _t9, _t0, sum3, _t10, _t11, _t13, _t14;
+    double _t12 = 0;
     if (need_x) {
       _t9 = at::exp(x - detail::unsqueeze_last(lse));
     }
     if (grad_loss.defined()) {
       if (need_x) {
-        _t10 = detail::sum_to(at::reciprocal(sum3) * grad_loss, _t5, _t2);
-        _t11 = 1.0 - label_smoothing;
         _t0 = (target != ignore_index);
-        _t12 = at::where(
+        sum3 = at::sum(
+            at::where(_t0,
+                      at::scalar_tensor(1, at::TensorOptions()
+                                               .dtype(at::result_type(target, 1))
+                                               .device(target.device())),
+                      0));
+        _t10 = detail::sum_to(at::reciprocal(sum3) * grad_loss, _t4, _t2);
+        _t11 = at::where(_t0, _t10, 0);
+        _t12 = 1.0 - label_smoothing;
+        _t13 = detail::sum_to(
+            detail::unsqueeze_last(detail::sum_to((-_t12) * _t11, _t7, _t6)), _t8, _t8);
+        _t14 = at::where(
             _t0,
-            _t10 * _t11 + _t10 * label_smoothing + 2 * _t10 * lse * lse_square_scale,
+            _t12 * _t10 + _t10 * label_smoothing + 2 * _t10 * lse * lse_square_scale,
             0);
-        _t13 = at::where(_t0, _t10, 0);
         grad_x = detail::accumulate(
             grad_x,
             at::addcmul(
                 detail::unsqueeze_last(
-                    detail::sum_to((-label_smoothing) * _t13, _t3, _t7)) /
+                    detail::sum_to((-label_smoothing) * _t11, _t3, _t6)) /
                         _t1 +
-                    detail::sum_to(
-                        at::where((at::arange(x.size(-1), x.options().dtype(at::kLong))
-                                       .expand_as(x) == target.unsqueeze(-1)),
-                                  detail::unsqueeze_last(
-                                      detail::sum_to((-_t11) * _t13, _t4, _t7)),
-                                  0),
-                        _t6, _t8),
-                _t9, detail::unsqueeze_last(detail::sum_to(_t12, _t3, _t7))));
+                    at::scatter_add(at::zeros(_t5, _t13.options()), -1,
+                                    at::where(_t0, target, 0).unsqueeze(-1), _t13),
+                _t9, detail::unsqueeze_last(detail::sum_to(_t14, _t3, _t6))));
       }
     }
     if (grad_lse.defined()) {

@@ -41,6 +41,8 @@ class Walker(Protocol):
     """What the call builders need of the expression walker."""
 
     symbols: Mapping[str, sympy.Symbol]
+    # Above 0 while a comparison's operands (or an index's positions) are read.
+    comparing: int
 
     def error(self, node: ast.AST | None, message: str) -> SpecError: ...
 
@@ -284,19 +286,35 @@ def _arguments(
     return given
 
 
+def _positions(walker: Walker, node: ast.AST, depth: int) -> sympy.Expr:
+    """The value written where an index is read: index inputs may appear in it, as they
+    may in a comparison (they are positions here, not values to compute with)."""
+    walker.comparing += 1
+    try:
+        return walker.value(node, depth)
+    finally:
+        walker.comparing -= 1
+
+
 def _index_input(walker: Walker, node: ast.AST, depth: int) -> sympy.Expr:
     """An index: an index input or a `where` name of an argmax/argmin by name, or an
     argmax/argmin call (Note [Arg extrema]); a float value is refused where it is."""
+    what = "a float value"
     if isinstance(node, ast.Name):
         symbol = walker.symbols.get(node.id)
         if isinstance(symbol, indexing.IndexSymbol):
             return symbol
     else:
-        value = walker.value(node, depth)
-        if arg_extrema.is_index(value):
+        value = _positions(walker, node, depth)
+        if arg_extrema.is_positions(value):
             return value
-    message = "the index must be an input of type: index, argmax/argmin(...) or a where name of one"
-    raise walker.error(node, f"{message}, not a float value")
+        if any(isinstance(s, indexing.IndexSymbol) for s in value.free_symbols):
+            what = "arithmetic on positions"
+    message = (
+        "the index must be an input of type: index, argmax/argmin(...), a where name of one,"
+        " or unsqueeze/reshape/where of those"
+    )
+    raise walker.error(node, f"{message}, not {what}")
 
 
 def _is_extremum_along(node: ast.Call, spelling: str) -> bool:

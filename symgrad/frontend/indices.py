@@ -228,9 +228,13 @@ def index_bounds(spec: Spec) -> dict[str, int]:
     read += [node for node, _, _ in _written(spec, segments.IndexSelect)]
     for node in read:
         shape = test_shape(node.argument, spec, values)
-        if shape and node.index in inputs:
-            name = str(node.index)
-            bounds[name] = min(bounds.get(name, shape[node.dim]), shape[node.dim])
+        if not shape:
+            continue
+        # The index inputs the positions read: an input, or a view or where of inputs.
+        for symbol in node.index.free_symbols & inputs:
+            if isinstance(symbol, indexing.IndexSymbol):
+                name = str(symbol)
+                bounds[name] = min(bounds.get(name, shape[node.dim]), shape[node.dim])
     for name, size in _compared_positions(spec, values):
         bounds[name] = min(bounds.get(name, size), size)
     return bounds

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sympy
 
-from symgrad.language import indexing
+from symgrad.language import indexing, piecewise, views
 from symgrad.language.reductions import Reduction, reduce
 
 
@@ -63,3 +63,20 @@ def extremum_along(name: str, argument: sympy.Expr, dim: int, keepdim: bool) -> 
 def is_index(expr: sympy.Basic) -> bool:
     """Whether `expr` is positions an index reads: an index symbol or an arg extremum."""
     return isinstance(expr, (indexing.IndexSymbol, ArgExtremum))
+
+
+def is_positions(expr: sympy.Basic) -> bool:
+    """Whether `expr` is positions as an index argument may compute them: an index, a
+    reshape or unsqueeze of positions (`unsqueeze(target, -1)`, the gather of a class
+    target), or a `where` choosing between positions and int numbers (a safe position
+    for an ignored row, `where(target != -100, target, 0)`)."""
+    if is_index(expr):
+        return True
+    if isinstance(expr, (views.Reshape, views.Unsqueezed)):
+        return is_positions(expr.argument)
+    if isinstance(expr, piecewise.Where):
+        branches = expr.args[1:]
+        return any(is_positions(b) for b in branches) and all(
+            is_positions(b) or b.is_Integer for b in branches
+        )
+    return False

@@ -131,7 +131,10 @@ def _functions_section() -> list[str]:
         "- `gather(e, dim, index)`, also spelled `take_along_dim(e, index, dim)`: "
         "`torch.gather`, the values of `e` at an index input's positions along `dim`, "
         "in the index's shape; its gradient is `scatter_add` into zeros of `e`'s shape. "
-        "The index is an input of `type: index` (positions `0 <= i < size`), by name.",
+        "The index is an input of `type: index` (positions `0 <= i < size`), by name, an "
+        "argmax/argmin, or a view or `where` of those: `unsqueeze(target, -1)` gathers "
+        "a class target's logit, `where(target != -100, target, 0)` a safe position "
+        "for an ignored row (examples/liger_cross_entropy.yaml).",
         "- `segment_sum(e, index, dim, size)`: `index_add` into zeros, slice `k` of `e` "
         "along `dim` added to segment `index[k]`; `index` is a 1-d index input with one "
         "position per slice, `size` a positive integer or an `int` input with a default. "
@@ -155,7 +158,8 @@ def _functions_section() -> list[str]:
         "`sum(where(target != ignore_index, 1, 0))` counts them (an int64 count; a mean "
         "over 0 rows is nan, as `F.cross_entropy`'s), and "
         "`where(position(x, -1) == unsqueeze(target, -1), x, 0)` is a one-hot mask of "
-        "the classes (examples/liger_cross_entropy.yaml); a `position` compared with an "
+        "the classes (examples/sigmoid_focal_loss.yaml; to pick the target's value, "
+        "`gather` it); a `position` compared with an "
         "index input is int64, so the mask is exact at any class count in any dtype.",
     ]
     lines += ["", "### Arg extrema and values along a dim", ""]

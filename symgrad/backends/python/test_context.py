@@ -27,7 +27,8 @@ def _boundaries(spec: Spec, test_values: Mapping[str, str]) -> list[tuple[str, s
     These are the points the generated test probes: where(x > lo, ...) at lo,
     relu(x) and abs(x) at 0, clamp(x, lo, hi) at lo and hi, max(x, c) at c.
     """
-    tensors = {i.symbol: i for i in spec.tensor_inputs}
+    # An index input holds positions: probing it with fractions around a number is no test.
+    tensors = {i.symbol: i for i in spec.tensor_inputs if not i.is_index}
     numbers = {i.symbol: sympy.sympify(test_values[i.name]) for i in spec.inputs if not i.is_tensor}
     found: dict[tuple[str, str], None] = {}
 
