@@ -563,13 +563,14 @@ def class_loss_builder(log_softmax: bool) -> Builder:
 def _class_loss(log_softmax: bool, weighted: bool, found: Mapping[str, Any]) -> str:
     """The spec of a cross entropy or nll loss per row, reduced as torch reduces it."""
     valid = f"t != {int(found['ignore'])}"
-    picked = "sum(where(position(x, -1) == unsqueeze(t, -1), x, 0), dim=-1)"
+    safe = f"where({valid}, t, 0)"  # an ignored row gathers a real class, then is masked
+    picked = f"sum(gather(x, -1, unsqueeze({safe}, -1)), dim=-1)"
     lse = "logsumexp(x, dim=-1)" if log_softmax else "0"
     smoothing = float(found["smoothing"])
     row = f"({lse} - {picked})"
     if smoothing:
         row = f"({1 - smoothing!r} * {row} + {smoothing!r} * ({lse} - mean(x, dim=-1)))"
-    scale = "gather(w, 0, t)" if weighted else "1"
+    scale = f"gather(w, 0, {safe})" if weighted else "1"
     losses = f"where({valid}, {scale} * {row}, 0)"
     if found["reduction"] == "none":
         return losses
