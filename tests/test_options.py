@@ -217,10 +217,20 @@ def test_options_are_refused_where_they_are_wrong(
         spec_from_dict(_spec(output, **inputs))
 
 
-def test_the_cpp_target_refuses_options_at_the_option() -> None:
+def test_the_cpp_target_dispatches_options_in_cpp() -> None:
+    """One source: each variant's namespace and operator, then a dispatcher that checks
+    the choice with TORCH_CHECK and calls the selected variant's operator."""
     spec = spec_from_dict(_spec('where(r == "a", x, 2 * x)', r=CHOICE))
-    with pytest.raises(SpecError, match="options are not in the cpp target yet"):
-        generate(spec, "cpp")
+    files = generate(spec, "cpp")
+    source = files[f"{spec.module}.cpp"]
+    variants = [f"{spec.module}_{choice}" for choice in CHOICE["choices"]]
+    for variant in variants:
+        assert f"namespace symgrad_{variant} {{" in source
+        assert f'"symgrad_{variant}::{variant}"' in source
+        assert f"test_{variant}.py" in files
+    assert "TORCH_CHECK(r == " in source and "r must be one of" in source
+    assert "c10::string_view r" in source and "str r" in source
+    assert source.count("TORCH_LIBRARY(") == len(variants) + 1
 
 
 def test_show_describes_each_variant_under_its_options() -> None:

@@ -1,11 +1,12 @@
 """Which generated C++ tests run: a few by default, all with SYMGRAD_CPP_TESTS=all.
 
 Importing a module builds its C++ (about 20 s on one core, most of it parsing LibTorch's
-headers; then cached by source hash), so the default run, CI's, tests four that cover
+headers; then cached by source hash), so the default run, CI's, tests six that cover
 the target's features: a plain elementwise Function with number inputs (soft_clamp),
 reductions with residual outputs and shape facts (layer_norm), several outputs
-(logistic_moments), an in-place variant (leaky_relu), and fused CPU loops
-(mish_fused, built as its loader builds it). They are built together in
+(logistic_moments), an in-place variant (leaky_relu), fused CPU loops
+(mish_fused, built as its loader builds it), and options behind a C++ dispatcher
+(weighted_squared_relu, with the tests of its two variants). They are built together in
 one library, which parses the headers once; their loaders then find their operators
 registered and build nothing (the loader's own build is tested in
 tests/test_cpp_target.py). The slow mode builds and
@@ -28,7 +29,13 @@ import torch.utils.cpp_extension
 HERE = Path(__file__).parent
 SUBSET = frozenset(
     {"soft_clamp", "layer_norm", "logistic_moments", "leaky_relu", "mish_fused"}
+    | {"weighted_squared_relu"}
 )
+# The tests of the subset: a module's own, and those of the variants its options select.
+SUBSET_TESTS = SUBSET | {
+    "weighted_squared_relu_plain",
+    "weighted_squared_relu_clamp_scale",
+}
 EVERY = os.environ.get("SYMGRAD_CPP_TESTS") == "all"
 
 
@@ -36,7 +43,7 @@ def pytest_ignore_collect(collection_path: Path) -> bool | None:
     """Skip the test modules outside SUBSET unless every one is asked for."""
     if EVERY or not collection_path.name.startswith("test_"):
         return None
-    return collection_path.stem.removeprefix("test_") not in SUBSET or None
+    return collection_path.stem.removeprefix("test_") not in SUBSET_TESTS or None
 
 
 def _build_together(modules: tuple[str, ...]) -> None:

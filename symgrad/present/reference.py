@@ -229,7 +229,9 @@ def _functions_section() -> list[str]:
         "0-d) and each has its own exact derivative. The Python module holds one Function "
         "per variant (`<Name><Choice>`, e.g. `KLDivSum`) and the convenience function, "
         "which takes the options as keywords with their defaults, refuses a string that is "
-        "no choice, and calls the variant they select. The C++ target refuses options.",
+        "no choice, and calls the variant they select. The C++ target holds the same "
+        "variants in one source, behind a dispatcher operator that takes the options with "
+        "their C++ types and refuses a string that is no choice (docs/cpp.md).",
     ]
     return lines
 

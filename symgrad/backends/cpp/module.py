@@ -199,7 +199,12 @@ class _Guards:
 
 def _comment_header(derived: Derived, provenance: Provenance) -> list[str]:
     """symgrad's generated-file header as `//` comments."""
-    lines = header(derived.spec.source, provenance)
+    return comment_header(derived.spec.source, provenance)
+
+
+def comment_header(source: str, provenance: Provenance) -> list[str]:
+    """symgrad's generated-file header of a spec's source file as `//` comments."""
+    lines = header(source, provenance)
     return ["// " + line.removeprefix("# ").removesuffix("  # noqa: E501") for line in lines]
 
 

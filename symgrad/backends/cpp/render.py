@@ -51,6 +51,37 @@ class ClangFormatMissingError(BackendUnavailableError):
 
 def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """Print the C++ Function, its loader and its test for `derived`, formatted."""
+    source, loader, test = render_parts(derived, provenance)
+    module = derived.spec.module
+    return GeneratedFiles(
+        module,
+        {
+            f"{module}.cpp": clang_format(source),
+            f"{module}.py": render_loader(loader),
+            f"test_{module}.py": render_test(test),
+        },
+    )
+
+
+def render_test(test: TestContext) -> str:
+    """The generated test of the loaded operator, black-formatted."""
+    return _black(_template("test_function.py.jinja").render(as_template_variables(test)))
+
+
+def format_python(source: str) -> str:
+    """Python source laid out by black, as every generated Python file is."""
+    return _black(source)
+
+
+def render_loader(loader: LoaderContext, more: str = "") -> str:
+    """The Python loader of a C++ source, `more` (Python source) after it, black-formatted."""
+    return _black(_template("loader.py.jinja").render(as_template_variables(loader)) + more)
+
+
+def render_parts(
+    derived: Derived, provenance: Provenance
+) -> tuple[str, LoaderContext, TestContext]:
+    """The C++ source of `derived` (not yet formatted), its loader's and its test's contexts."""
     spec = derived.spec
     namer = Namer(derived.names)
     printer = AtenPrinter(
@@ -82,19 +113,7 @@ def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
         fused=context.fused is not None,
         parallel=context.fused is not None or bool(context.cpu_helpers),
     )
-    module = spec.module
-    return GeneratedFiles(
-        module,
-        {
-            f"{module}.cpp": clang_format(source),
-            f"{module}.py": _black(
-                _template("loader.py.jinja").render(as_template_variables(loader))
-            ),
-            f"test_{module}.py": _black(
-                _template("test_function.py.jinja").render(as_template_variables(test))
-            ),
-        },
-    )
+    return source, loader, test
 
 
 def _loader_context(

@@ -28,7 +28,7 @@ def render_options(spec: Spec, variants: Variants, provenance: Provenance) -> Ge
     files = {f"{spec.module}.py": render_options_module(spec, variants, provenance)}
     for variant, derived in variants:
         tests = render.render(derived, provenance).files[f"test_{variant.spec.module}.py"]
-        files[f"test_{variant.spec.module}.py"] = _imports_from(tests, variant.spec, spec)
+        files[f"test_{variant.spec.module}.py"] = imports_from(tests, variant.spec, spec)
     files[f"test_{spec.module}.py"] = render.format_source(
         dispatch_test(spec, variants, provenance)
     )
@@ -44,7 +44,7 @@ def render_options_module(
     return render.format_source(module) if formatted else module
 
 
-def _imports_from(test: str, variant: Spec, spec: Spec) -> str:
+def imports_from(test: str, variant: Spec, spec: Spec) -> str:
     """A variant's test, importing its Function from the spec's merged module.
 
     The fallback import is parenthesised, so that black can wrap the longer names that
@@ -147,14 +147,16 @@ def _module_doc(spec: Spec, variants: Variants) -> str:
     """The module docstring: the summary, and the Function each option value selects."""
     lines = [docstring(summary(spec), indent=0, closing=False), ""]
     lines.append(f"{spec.module}(...) calls the Function its options select:")
-    for variant, _ in variants:
-        lines.append(
-            f"    {escape_docstring(describe_values(variant.values))}: {variant.spec.name}"
-        )
+    lines += [f"    {escape_docstring(line)}" for line in describe_variants(variants)]
     return "\n".join(lines) + "\n"
 
 
-def _parameter(item: Input) -> str:
+def describe_variants(variants: Variants) -> list[str]:
+    """A line per variant: its option values and its Function's name."""
+    return [f"{describe_values(v.values)}: {v.spec.name}" for v, _ in variants]
+
+
+def dispatcher_parameter(item: Input) -> str:
     """The dispatcher's parameter for an input, with the spec's default."""
     if item.type is InputType.STR:
         default = f" = {item.default_choice!r}" if item.default_choice is not None else ""
@@ -177,7 +179,7 @@ def _test(item: Input, value: object) -> str:
 def _dispatcher(spec: Spec, variants: Variants) -> str:
     """The convenience function: options checked, then the selected variant called."""
     returns = "torch.Tensor" if len(spec.outputs) == 1 else "tuple[torch.Tensor, ...]"
-    parameters = ", ".join(_parameter(i) for i in spec.inputs)
+    parameters = ", ".join(dispatcher_parameter(i) for i in spec.inputs)
     doc = docstring(spec.doc or summary(spec), indent=4)
     lines = [f"\n\ndef {spec.module}({parameters}) -> {returns}:", f'    """{doc}"""']
     for item in spec.inputs:
