@@ -33,7 +33,7 @@ from symgrad.language import contractions, reductions
 from symgrad.language.piecewise import is_condition
 
 # C++ type, schema type, Python annotation and IValue accessor of each input type.
-_TYPES = {
+INPUT_TYPES = {
     InputType.TENSOR: ("const at::Tensor&", "Tensor", "torch.Tensor", ""),
     InputType.FLOAT: ("double", "float", "float", "toDouble"),
     InputType.INT: ("int64_t", "int", "int", "toInt"),
@@ -230,14 +230,14 @@ def _comment_text(text: str) -> str:
 def _parameter(item: Input, name: str) -> Parameter:
     """`item` as a C++ parameter named `name` (a C++ keyword is renamed), in the schema
     and in Python (under its own name)."""
-    cpp, schema, _, _ = _TYPES[item.type]
+    cpp, schema, _, _ = INPUT_TYPES[item.type]
     return Parameter(name, f"{cpp} {name}", f"{cpp} /*{name}*/", f"{schema} {name}", item.is_tensor)
 
 
 def python_parameter(item: Input) -> str:
     """`item` as a parameter of the Python loader's functions: `beta: float = 1.0`."""
     default = f" = {item.default!r}" if item.default is not None else ""
-    return f"{item.name}: {_TYPES[item.type][2]}{default}"
+    return f"{item.name}: {INPUT_TYPES[item.type][2]}{default}"
 
 
 def _schema(derived: Derived, parameters: tuple[Parameter, ...]) -> str:
@@ -285,7 +285,7 @@ def _saved_data(
     entries = []
     for item in derived.saved_numbers:
         name = printer.doprint(item.symbol)
-        entries.append((name, _TYPES[item.type][0], _TYPES[item.type][3], name))
+        entries.append((name, INPUT_TYPES[item.type][0], INPUT_TYPES[item.type][3], name))
     for item in derived.saved_shapes:
         entries.append(
             (shapes[item.name], *_SHAPE, f"{printer.doprint(item.symbol)}.sizes().vec()")

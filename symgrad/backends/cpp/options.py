@@ -16,7 +16,7 @@ import textwrap
 from symgrad.backends.base import GeneratedFiles, Provenance
 from symgrad.backends.cpp import render
 from symgrad.backends.cpp.contexts import LoaderContext
-from symgrad.backends.cpp.module import comment_header
+from symgrad.backends.cpp.module import INPUT_TYPES, comment_header
 from symgrad.backends.python.contexts import TestContext
 from symgrad.backends.python.options import (
     Variants,
@@ -28,13 +28,9 @@ from symgrad.backends.python.text import docstring, escape_comment, header, summ
 from symgrad.frontend.domains import default_shape
 from symgrad.frontend.model import Input, InputType, Spec
 
-# C++ and schema types of an input: an option's own, else the Function's.
+# C++ and schema types of an input: a str option's own, else the Function's.
 _CPP_TYPES = {
-    InputType.TENSOR: ("const at::Tensor&", "Tensor"),
-    InputType.INDEX: ("const at::Tensor&", "Tensor"),
-    InputType.FLOAT: ("double", "float"),
-    InputType.INT: ("int64_t", "int"),
-    InputType.BOOL: ("bool", "bool"),
+    **{kind: (cpp, schema) for kind, (cpp, schema, _, _) in INPUT_TYPES.items()},
     InputType.STR: ("c10::string_view", "str"),
 }
 
