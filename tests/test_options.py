@@ -20,6 +20,9 @@ import torch
 import torch.nn.functional as functional
 
 from symgrad.api import generate, load, load_module, load_spec, spec_from_dict
+from symgrad.backends import python
+from symgrad.backends.base import Backend
+from symgrad.backends.registry import register, unregister
 from symgrad.errors import SpecError
 from symgrad.frontend.options import variants
 from symgrad.present.show import describe
@@ -217,6 +220,17 @@ def test_options_are_refused_where_they_are_wrong(
         spec_from_dict(_spec(output, **inputs))
 
 
+def test_a_backend_without_options_refuses_them_at_the_option() -> None:
+    toy = Backend(name="toy_no_options", description="a toy", render=python.BACKEND.render)
+    register(toy)
+    try:
+        spec = spec_from_dict(_spec('where(r == "a", x, 2 * x)', r=CHOICE))
+        with pytest.raises(SpecError, match="options are not in the toy_no_options target"):
+            generate(spec, "toy_no_options")
+    finally:
+        unregister(toy.name)
+
+
 def test_the_cpp_target_dispatches_options_in_cpp() -> None:
     """One source: each variant's namespace and operator, then a dispatcher that checks
     the choice with TORCH_CHECK and calls the selected variant's operator."""
@@ -228,7 +242,7 @@ def test_the_cpp_target_dispatches_options_in_cpp() -> None:
         assert f"namespace symgrad_{variant} {{" in source
         assert f'"symgrad_{variant}::{variant}"' in source
         assert f"test_{variant}.py" in files
-    assert "TORCH_CHECK(r == " in source and "r must be one of" in source
+    assert "TORCH_CHECK_VALUE(r == " in source and "r must be one of" in source
     assert "c10::string_view r" in source and "str r" in source
     assert source.count("TORCH_LIBRARY(") == len(variants) + 1
 

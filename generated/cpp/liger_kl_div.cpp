@@ -1290,11 +1290,11 @@ namespace symgrad_liger_kl_div {
 inline at::Tensor liger_kl_div(const at::Tensor& y_pred, const at::Tensor& y_true,
                                c10::string_view reduction, bool log_target,
                                double eps) {
-  TORCH_CHECK(reduction == "none" || reduction == "sum" || reduction == "mean" ||
-                  reduction == "batchmean",
-              "liger_kl_div: reduction must be one of 'none', 'sum', 'mean', "
-              "'batchmean', got '",
-              std::string(reduction), "'");
+  TORCH_CHECK_VALUE(reduction == "none" || reduction == "sum" || reduction == "mean" ||
+                        reduction == "batchmean",
+                    "liger_kl_div: reduction must be one of 'none', 'sum', 'mean', "
+                    "'batchmean', got '",
+                    std::string(reduction), "'");
   if (reduction == "none" && !log_target) {
     static const auto op =
         c10::Dispatcher::singleton()

@@ -114,5 +114,5 @@ def test_options_select_their_function(
 
 
 def test_reduction_refuses_what_is_no_choice() -> None:
-    with pytest.raises(RuntimeError, match="reduction must be one of"):
+    with pytest.raises(ValueError, match="reduction must be one of"):
         liger_kl_div(**_arguments(), reduction="none_")

@@ -4,8 +4,9 @@ Each variant (symgrad.frontend.options) is rendered as the C++ of an ordinary sp
 own namespace and operator; the sources are joined into one translation unit (includes
 once). The dispatcher is an operator of the spec's own namespace that takes the options
 with their C++ types (`c10::string_view`, `std::optional<double>`, `bool`), refuses a
-string that is no choice with TORCH_CHECK, and calls the variant's operator through the
-dispatcher, so autograd, torch.compile and vmap see the variant's own operator.
+string that is no choice with TORCH_CHECK_VALUE (a ValueError in Python, as the Python
+target raises), and calls the variant's operator through the dispatcher, so autograd,
+torch.compile and vmap see the variant's own operator.
 """
 
 from __future__ import annotations
@@ -149,9 +150,9 @@ def _dispatcher(spec: Spec, variants: Variants) -> str:
         if item.type is InputType.STR:
             test = " || ".join(f'{item.name} == "{c}"' for c in item.choices)
             choices = ", ".join(f"'{c}'" for c in item.choices)
+            message = f'"{module}: {item.name} must be one of {choices}, got \'"'
             lines.append(
-                f'  TORCH_CHECK({test}, "{module}: {item.name} must be one of {choices}, got \'",'
-                f' std::string({item.name}), "\'");'
+                f"  TORCH_CHECK_VALUE({test}, {message}, std::string({item.name}), \"'\");"
             )
     for variant, _ in variants:
         condition = " && ".join(_condition(item, value) for item, value in variant.values)
@@ -334,7 +335,7 @@ def dispatch_test(spec: Spec, variants: Variants, provenance: Provenance) -> str
                 "",
                 "",
                 f"def test_{item.name}_refuses_what_is_no_choice() -> None:",
-                f'    with pytest.raises(RuntimeError, match="{item.name} must be one of"):',
+                f'    with pytest.raises(ValueError, match="{item.name} must be one of"):',
                 f'        {function}(**_arguments(), {item.name}="{item.choices[0]}_")',
             ]
     return "\n".join(lines) + "\n"
