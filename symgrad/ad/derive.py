@@ -148,6 +148,8 @@ def derive(spec: Spec) -> Derived:
     parts, tangents, shape_facts = gradient_parts.name_shape_facts(
         parts, tangents, forward, spec, namer
     )
+    if spec.save == "memory":  # Note [Save choices] in symgrad.ad.saving
+        parts = _recompute_outputs(spec, parts, by_target)
     recomputed = [a for a in intermediates if a.target not in residuals]
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     plan = plan_backward(spec, recomputed, parts, namer)
@@ -155,7 +157,7 @@ def derive(spec: Spec) -> Derived:
     # add memory traffic (Note [Saved values] in symgrad.ad.saving).
     saved = (
         saving.saved_values(spec, forward, recomputed, plan, tensors)
-        if spec.mode != "fused"
+        if spec.mode != "fused" and spec.save != "memory"
         else ()
     )
     recompute = saving.recompute_statements(saved, recomputed)
@@ -188,6 +190,25 @@ def derive(spec: Spec) -> Derived:
     if spec.inplace is None:
         return derived
     return dataclasses.replace(derived, inplace=inplace.derive_inplace(derived))
+
+
+def _recompute_outputs(
+    spec: Spec, parts: Sequence[OutputGradients], by_target: Mapping[sympy.Basic, Assignment]
+) -> list[OutputGradients]:
+    """`parts` reading the spec's outputs through their definitions, recomputed, not saved."""
+    outputs: dict[sympy.Basic, sympy.Expr] = {}
+    for output in spec.outputs:  # an output may read an earlier one
+        outputs[output.symbol] = by_target[output.symbol].expr.xreplace(outputs)
+    return [
+        dataclasses.replace(
+            part,
+            gradients={i: e.xreplace(outputs) for i, e in part.gradients.items()},
+            statements=tuple(
+                Assignment(s.target, s.expr.xreplace(outputs)) for s in part.statements
+            ),
+        )
+        for part in parts
+    ]
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:

@@ -1,0 +1,90 @@
+"""The spec's `save:` key: what the backward saves against what it recomputes.
+
+Note [Save choices] in symgrad.ad.saving: `memory` saves the inputs and reduced-shape
+residuals only, `balanced` (the default) stays within eager autograd's saved elements,
+`speed` saves every value worth saving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import symgrad
+from symgrad.ad.derive import derive
+from symgrad.frontend.model import Spec
+
+RMS_NORM = {
+    "name": "RMSNorm",
+    "inputs": {
+        "x": {"type": "tensor", "shape": [3, 8]},
+        "weight": {"type": "tensor", "shape": [8]},
+    },
+    "outputs": {"y": "x / sqrt(mean(x**2, dim=-1, keepdim=True) + 1e-5) * weight"},
+}
+GELU = {
+    "name": "FastGeLU",
+    "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
+    "outputs": {"y": "0.5 * x * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))"},
+}
+QUANTIZE = {
+    "name": "Quantize",
+    "inputs": {"x": {"type": "tensor", "shape": [3, 8]}, "scale": "float"},
+    "where": {"q": "clamp(round(x / scale), -8, 7)"},
+    "outputs": {"y": "q * scale"},
+    # Straight through inside the range, as torchao's fake quantiser.
+    "gradients": {"y": {"x": "where(round(x / scale) >= -8 and round(x / scale) <= 7, 1, 0)"}},
+}
+
+
+def spec_of(data: dict[str, Any], save: str | None) -> Spec:
+    """`data` as a spec, with `save:` set unless None (the default)."""
+    return symgrad.spec_from_dict(data if save is None else {**data, "save": save})
+
+
+def saved_names(data: dict[str, Any], save: str | None) -> tuple[str, ...]:
+    """The names of the tensors the backward of `data` saves under `save`."""
+    derived = derive(spec_of(data, save))
+    return tuple(s.name for s in derived.saved_tensors)
+
+
+def test_the_default_is_balanced() -> None:
+    assert spec_of(GELU, None).save == "balanced"
+    assert saved_names(GELU, None) == saved_names(GELU, "balanced")
+
+
+def test_memory_saves_the_inputs_and_the_per_row_statistic_not_the_output() -> None:
+    """apex's RMSNorm saves x and the per-row invvar; the balanced default saves y as well."""
+    assert "y" in saved_names(RMS_NORM, "balanced")
+    memory = derive(spec_of(RMS_NORM, "memory"))
+    assert [s.name for s in memory.saved_tensors] == ["x", "weight", "rsqrt1"]
+    assert [r.name for r in memory.residuals] == ["rsqrt1"] and not memory.saved_values
+
+
+@pytest.mark.parametrize("data", [GELU, QUANTIZE], ids=["gelu", "quantize"])
+def test_memory_saves_only_inputs(data: dict[str, Any]) -> None:
+    assert saved_names(data, "memory") == ("x",)
+
+
+def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
+    """Eager autograd saves clamp's argument only (round's derivative is zero, it saves
+    nothing): balanced saves x alone, speed also the rounded value it would recompute."""
+    assert saved_names(QUANTIZE, "balanced") == ("x",)
+    speed = derive(spec_of(QUANTIZE, "speed"))
+    assert [s.name for s in speed.saved_tensors] == ["x", "round0"]
+
+
+@pytest.mark.parametrize("save", ["balanced", "memory", "speed"])
+@pytest.mark.parametrize("data", [RMS_NORM, GELU], ids=["rms_norm", "gelu"])
+def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) -> None:
+    spec = spec_of(data, save)
+    function = getattr(symgrad.load_module(spec), spec.module)
+    generator = torch.Generator().manual_seed(0)
+    inputs = tuple(
+        torch.randn(*item["shape"], dtype=torch.float64, generator=generator).requires_grad_()
+        for item in data["inputs"].values()
+    )
+    assert torch.autograd.gradcheck(function, inputs)
+    assert torch.autograd.gradgradcheck(function, inputs)
