@@ -88,3 +88,21 @@ def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) 
     )
     assert torch.autograd.gradcheck(function, inputs)
     assert torch.autograd.gradgradcheck(function, inputs)
+
+
+@pytest.mark.parametrize(
+    ("data", "save", "said"),
+    [
+        (RMS_NORM, "memory", "# save: memory: the backward saves the inputs"),
+        (QUANTIZE, "speed", "(save: speed, which may exceed what"),
+        (QUANTIZE, "balanced", None),  # nothing saved beyond inputs: nothing to say
+    ],
+)
+def test_the_generated_comment_says_what_is_saved(
+    data: dict[str, Any], save: str, said: str | None
+) -> None:
+    source = "\n".join(symgrad.generate(spec_of(data, save)).values())
+    if said is None:
+        assert "Saved for the backward" not in source and "save: " not in source
+    else:
+        assert said in source
