@@ -263,5 +263,9 @@ def test_the_memory_table_measures_every_case(tmp_path: Path) -> None:
             assert found[save] and found[f"{save} ms"], (name, save)
     # The original of the fake quantiser saves one bool per element: 2 rows of 1024.
     assert results["fake_quantize"]["original"] == 2 * memory.CHANNELS
+    # Issue 30's targets: memory saves no more than the original, balanced than eager.
+    for name, found in results.items():
+        assert found["memory"] <= found["original"], name
+        assert found["balanced"] <= found["eager"], name
     table = memory.render(results, 2, ["--rows", "2"])
     assert table.count("\n| ") == len(memory.CASES) + 2  # the header, its rule, the rows

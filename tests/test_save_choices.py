@@ -63,9 +63,64 @@ def test_memory_saves_the_inputs_and_the_per_row_statistic_not_the_output() -> N
     assert [r.name for r in memory.residuals] == ["rsqrt1"] and not memory.saved_values
 
 
-@pytest.mark.parametrize("data", [GELU, QUANTIZE], ids=["gelu", "quantize"])
-def test_memory_saves_only_inputs(data: dict[str, Any]) -> None:
-    assert saved_names(data, "memory") == ("x",)
+ABS_SIGN = {
+    "name": "AbsBinarySign",
+    "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
+    "outputs": {"y": "abs(x)"},
+    "gradients": {"y": {"x": "where(x >= 0, 1, -1)"}},
+}
+SQUARED_RELU = {
+    "name": "WeightedSquaredRelu",
+    "inputs": {
+        "x": {"type": "tensor", "shape": [3, 8]},
+        "weights": {"type": "tensor", "shape": [3, 1]},
+    },
+    "outputs": {"y": "tanh(relu(x))**2 * weights"},
+}
+
+
+def test_memory_saves_only_inputs() -> None:
+    assert saved_names(GELU, "memory") == ("x",)
+    # relu's condition reads x, which the backward reads anyway: no mask beside it.
+    assert saved_names(SQUARED_RELU, "memory") == ("x", "weights")
+
+
+@pytest.mark.parametrize("data", [QUANTIZE, ABS_SIGN], ids=["quantize", "abs_sign"])
+def test_memory_saves_a_condition_read_alone_as_a_bool_mask(data: dict[str, Any]) -> None:
+    """Note [Saved masks]: torchao's fake quantiser saves one bool mask, brevitas's sign
+    gradient one int8 sign: the backward that reads x only through a condition saves the
+    condition, one byte an element, not x."""
+    assert saved_names(data, "memory") == ("mask",)
+    spec = spec_of(data, "memory")
+    function = getattr(symgrad.load_module(spec), spec.module)
+    x = torch.randn(3, 8, requires_grad=True)
+    numbers = [0.1] if "scale" in data["inputs"] else []
+    packed: list[torch.Tensor] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        function(x, *numbers)
+    assert [t.dtype for t in packed] == [torch.bool]
+
+
+# Forward AD's first use on this torch release scripts a helper, which warns.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("data", [QUANTIZE, ABS_SIGN], ids=["quantize", "abs_sign"])
+def test_a_masked_backward_matches_the_balanced_one_to_second_order(data: dict[str, Any]) -> None:
+    """The same gradients and jvp, and a double backward through the mask (zero)."""
+    numbers = [0.1] if "scale" in data["inputs"] else []
+    results = []
+    for save in ("balanced", "memory"):
+        spec = spec_of(data, save)
+        function = getattr(symgrad.load_module(spec), spec.module)
+        x = torch.linspace(-2, 2, 24, dtype=torch.float64).reshape(3, 8).requires_grad_()
+        grad = torch.linspace(-1, 1, 24, dtype=torch.float64).reshape(3, 8).requires_grad_()
+        (first,) = torch.autograd.grad(function(x, *numbers), x, grad, create_graph=True)
+        (second,) = torch.autograd.grad(first.sum(), grad)
+        with torch.autograd.forward_ad.dual_level():
+            dual = torch.autograd.forward_ad.make_dual(x.detach(), grad.detach())
+            tangent = torch.autograd.forward_ad.unpack_dual(function(dual, *numbers)).tangent
+        results.append((first, second, tangent))
+    for balanced, memory in zip(*results, strict=True):
+        torch.testing.assert_close(memory, balanced, rtol=0, atol=0)
 
 
 def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
@@ -77,7 +132,9 @@ def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
 
 
 @pytest.mark.parametrize("save", ["balanced", "memory", "speed"])
-@pytest.mark.parametrize("data", [RMS_NORM, GELU], ids=["rms_norm", "gelu"])
+@pytest.mark.parametrize(
+    "data", [RMS_NORM, GELU, ABS_SIGN, SQUARED_RELU], ids=["rms_norm", "gelu", "sign", "relu"]
+)
 def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) -> None:
     spec = spec_of(data, save)
     function = getattr(symgrad.load_module(spec), spec.module)

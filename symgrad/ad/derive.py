@@ -27,6 +27,7 @@ from symgrad.ad import (
     gradient_parts,
     guards,
     inplace,
+    masks,
     reuse,
     saving,
     stable,
@@ -148,8 +149,16 @@ def derive(spec: Spec) -> Derived:
     parts, tangents, shape_facts = gradient_parts.name_shape_facts(
         parts, tangents, forward, spec, namer
     )
+    mask_statements: tuple[Assignment, ...] = ()
     if spec.save == "memory":  # Note [Save choices] in symgrad.ad.saving
-        parts = _recompute_outputs(spec, parts, by_target)
+        parts = saving.recompute_outputs(spec, parts, by_target)
+        values = {*by_target, *(i.symbol for i in spec.inputs)}
+        if spec.mode != "fused":  # Note [Saved masks] in symgrad.ad.masks
+            again = {a.target: a.expr for a in intermediates if a.target not in residuals}
+            again |= {o.symbol: by_target[o.symbol].expr for o in spec.outputs}
+            parts, mask_statements = masks.name_masks(parts, again, values, tensors, namer)
+        forward = (*forward, *mask_statements)
+        by_target |= {a.target: a for a in mask_statements}
     recomputed = [a for a in intermediates if a.target not in residuals]
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     plan = plan_backward(spec, recomputed, parts, namer)
@@ -158,9 +167,11 @@ def derive(spec: Spec) -> Derived:
     saved = (
         saving.saved_values(spec, forward, recomputed, plan, tensors)
         if spec.mode != "fused" and spec.save != "memory"
-        else ()
+        else tuple(a.target for a in mask_statements)
     )
-    recompute = saving.recompute_statements(saved, recomputed)
+    # A mask carries no graph: double backward need not recompute it (Note [Saved masks]).
+    unmasked = set(saved) - {a.target for a in mask_statements}
+    recompute = saving.recompute_statements(unmasked, recomputed)
     if saved:
         kept = [a for a in recomputed if a.target not in saved]
         reads = set().union(*(a.expr.free_symbols for a in recompute))
@@ -190,25 +201,6 @@ def derive(spec: Spec) -> Derived:
     if spec.inplace is None:
         return derived
     return dataclasses.replace(derived, inplace=inplace.derive_inplace(derived))
-
-
-def _recompute_outputs(
-    spec: Spec, parts: Sequence[OutputGradients], by_target: Mapping[sympy.Basic, Assignment]
-) -> list[OutputGradients]:
-    """`parts` reading the spec's outputs through their definitions, recomputed, not saved."""
-    outputs: dict[sympy.Basic, sympy.Expr] = {}
-    for output in spec.outputs:  # an output may read an earlier one
-        outputs[output.symbol] = by_target[output.symbol].expr.xreplace(outputs)
-    return [
-        dataclasses.replace(
-            part,
-            gradients={i: e.xreplace(outputs) for i, e in part.gradients.items()},
-            statements=tuple(
-                Assignment(s.target, s.expr.xreplace(outputs)) for s in part.statements
-            ),
-        )
-        for part in parts
-    ]
 
 
 def _active_symbols(spec: Spec, intermediates: Sequence[Assignment]) -> set[sympy.Basic]:

@@ -18,19 +18,22 @@ Note [Save choices]: the spec's `save:` key moves this trade. `balanced` (the de
 is the budget above. `memory` saves no forward value and no output either: the backward
 reads the inputs and the reduced-shape residuals (Note [Residuals] in
 symgrad.ad.residuals) and recomputes everything else, like a hand-written Function that
-saves its inputs. `speed` lifts eager's budget: every value that costs more than
-`_MIN_SAVED_COST` to recompute is saved, which may hold more than eager autograd does.
+saves its inputs; a condition the backward reads on values it reads nowhere else is saved
+as a bool mask instead (Note [Saved masks] in symgrad.ad.masks). `speed` lifts eager's
+budget: every value that costs more than `_MIN_SAVED_COST` to recompute is saved, which
+may hold more than eager autograd does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import sympy
 
 from symgrad.ad import costs
-from symgrad.ad.ir import Assignment, BackwardPlan, closure
+from symgrad.ad.ir import Assignment, BackwardPlan, OutputGradients, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
 from symgrad.language import arg_extrema, functions, piecewise, reductions, views
@@ -216,3 +219,22 @@ def recompute_statements(
     """The statements that recompute the saved values from the inputs, in order."""
     needed = closure(set(saved), statements)
     return tuple(a for a in statements if a.target in needed)
+
+
+def recompute_outputs(
+    spec: Spec, parts: Sequence[OutputGradients], by_target: Mapping[sympy.Basic, Assignment]
+) -> list[OutputGradients]:
+    """`parts` reading the spec's outputs through their definitions, recomputed, not saved."""
+    outputs: dict[sympy.Basic, sympy.Expr] = {}
+    for output in spec.outputs:  # an output may read an earlier one
+        outputs[output.symbol] = by_target[output.symbol].expr.xreplace(outputs)
+    return [
+        dataclasses.replace(
+            part,
+            gradients={i: e.xreplace(outputs) for i, e in part.gradients.items()},
+            statements=tuple(
+                Assignment(s.target, s.expr.xreplace(outputs)) for s in part.statements
+            ),
+        )
+        for part in parts
+    ]
