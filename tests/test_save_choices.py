@@ -150,7 +150,8 @@ def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) 
 @pytest.mark.parametrize(
     ("data", "save", "said"),
     [
-        (RMS_NORM, "memory", "# save: memory: the backward saves the inputs"),
+        (RMS_NORM, "memory", "# save: memory: the backward saves only the inputs it"),
+        (ABS_SIGN, "memory", "as bool masks (mask); it recomputes the"),
         (QUANTIZE, "speed", "(save: speed, which may exceed what"),
         (QUANTIZE, "balanced", None),  # nothing saved beyond inputs: nothing to say
     ],
@@ -163,3 +164,21 @@ def test_the_generated_comment_says_what_is_saved(
         assert "Saved for the backward" not in source and "save: " not in source
     else:
         assert said in source
+
+
+def test_a_condition_a_where_of_numbers_also_reads_is_not_masked() -> None:
+    """amax's gradient counts ties with sum(where(x == m, 1, 0)), whose 1 takes the
+    dtype of the values compared: masked, the backward named x, which it had not saved
+    (fuzzer seeds 3000232 and 3000380)."""
+    data = {
+        "name": "Amax",
+        "save": "memory",
+        "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
+        "outputs": {"y": "amax(x)"},
+    }
+    spec = symgrad.spec_from_dict(data)
+    function = getattr(symgrad.load_module(spec), spec.module)
+    x = torch.tensor([[1.0, 3.0, 2.0], [0.0, -1.0, 2.5]], dtype=torch.float64)
+    x.requires_grad_()
+    assert torch.autograd.gradcheck(function, (x,))
+    assert torch.autograd.gradgradcheck(function, (x,))

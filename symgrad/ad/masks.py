@@ -12,6 +12,7 @@ so the values it compares are saved only where something else reads them.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -30,28 +31,26 @@ def name_masks(
 ) -> tuple[list[OutputGradients], tuple[Assignment, ...]]:
     """`parts` reading each `where` condition on forward `values` through a mask, and the
     forward statements that compute the masks (Note [Saved masks])."""
-    masks: dict[sympy.Basic, sympy.Symbol] = {}
     # Tensors in the backward: forward values, incoming gradients and adjoints.
     held = {*tensors, *(p.grad for p in parts), *(s.target for p in parts for s in p.statements)}
-
-    def masked(expr: sympy.Expr) -> sympy.Expr:
-        """`expr` with its maskable conditions replaced by their masks."""
-        expr = _distributed(expr, held)
+    spread = [_replaced(part, lambda e: _distributed(e, held)) for part in parts]
+    # A condition is masked only where each use is a `where` with a value branch, whose
+    # dtype comes from that value: a `where` of numbers takes it from the compared values.
+    uses: collections.Counter[sympy.Basic] = collections.Counter()
+    valued: collections.Counter[sympy.Basic] = collections.Counter()
+    for expr in _exprs(spread):
         for node in sympy.preorder_traversal(expr):
-            condition = node.args[0] if isinstance(node, piecewise.Where) else None
-            if (
-                condition is not None
-                and piecewise.is_condition(condition)
-                and any(_reads(branch, held) for branch in node.args[1:])
-                and condition.free_symbols <= set(values)
-                and condition.free_symbols & set(tensors)
-                and condition not in masks
-            ):
-                masks[condition] = sympy.Symbol(namer.fresh("mask"), real=True)
-        replaced: sympy.Expr = expr.xreplace(masks) if masks else expr
-        return replaced
-
-    result = [_replaced(part, masked) for part in parts]
+            uses[node] += piecewise.is_condition(node)
+            if isinstance(node, piecewise.Where) and any(_reads(b, held) for b in node.args[1:]):
+                valued[node.args[0]] += 1
+    masks = {
+        condition: sympy.Symbol(namer.fresh("mask"), real=True)
+        for condition, count in valued.items()
+        if count == uses[condition]
+        and condition.free_symbols <= set(values)
+        and condition.free_symbols & set(tensors)
+    }
+    result = [_replaced(part, _substitute(masks)) for part in spread]
     for condition, mask in list(masks.items()):
         # A mask spares memory only where the backward reads its values nowhere else.
         others = {m: c for c, m in masks.items() if m != mask}
@@ -84,10 +83,14 @@ def _substitute(mapping: Mapping[sympy.Basic, sympy.Basic]) -> Callable[[sympy.E
     return rewrite
 
 
+def _exprs(parts: Sequence[OutputGradients]) -> list[sympy.Expr]:
+    """The parts' gradients and statements."""
+    return [e for p in parts for e in [*p.gradients.values(), *(s.expr for s in p.statements)]]
+
+
 def _reads_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
     """The symbols the parts' gradients and statements read."""
-    exprs = [e for p in parts for e in [*p.gradients.values(), *(s.expr for s in p.statements)]]
-    return set().union(*(e.free_symbols for e in exprs))
+    return set().union(*(e.free_symbols for e in _exprs(parts)))
 
 
 def _leaves(
