@@ -131,9 +131,10 @@ def saved_comment(derived: Derived, width: int) -> tuple[str, ...]:
     """Which forward values the backward reads saved, and why, wrapped for a comment."""
     names = ", ".join(o.name for o in derived.saved_values)
     if derived.spec.save == "memory":
+        masks = f", and the conditions it reads as bool masks ({names})" if names else ""
         text = (
-            "save: memory: the backward saves the inputs and reduced-shape values only "
-            "and recomputes the rest."
+            "save: memory: the backward saves only the inputs it reads and reduced-shape "
+            f"values{masks}; it recomputes the rest."
         )
     elif not derived.saved_values:
         return ()
