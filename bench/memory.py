@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 
 import symgrad
+from bench import machine
 from bench.measure import make_step, measure_peak, measure_saved, time_interleaved
 
 RESULTS = Path("bench/results/memory.md")
@@ -254,8 +254,9 @@ def render(results: dict[str, dict[str, float | None]], rows: int, argv: Sequenc
     lines = [
         "# symgrad benchmark: bytes saved for backward",
         "",
-        f"Inputs [{rows}, {CHANNELS}] float32; torch {torch.__version__}; symgrad "
-        f"{symgrad.__version__}; {platform.processor() or platform.machine()}, one thread.",
+        f"Machine: {machine.describe(torch.device('cpu'), torch.get_num_threads())}",
+        "",
+        f"Inputs [{rows}, {CHANNELS}] float32; fwd+bwd ms the median of interleaved rounds.",
         "",
         f"Command: `{' '.join(['python -m bench.memory', *argv])}`",
         "",
