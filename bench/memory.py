@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from typing import Any
 import torch
 
 import symgrad
-from bench.measure import make_step, measure_peak, measure_saved
+from bench import machine
+from bench.measure import make_step, measure_peak, measure_saved, time_interleaved
 
 RESULTS = Path("bench/results/memory.md")
 SCRATCH = Path("build/bench/memory.md")
@@ -179,16 +181,58 @@ CASES: tuple[MemoryCase, ...] = (
 )
 
 
+def _weighted_squared_relu(x: Tensor, weights: Tensor) -> Tensor:
+    return (torch.tanh(torch.relu(x)) ** 2) * weights
+
+
+CASES += (
+    MemoryCase(
+        "weighted_squared_relu",
+        "Megatron-LM: WeightedSquaredReLUFunction (clamp_scale 1)",
+        {
+            "name": "WeightedSquaredRelu",
+            "inputs": {
+                "x": {"type": "tensor", "shape": [4, CHANNELS]},
+                "weights": {"type": "tensor", "shape": [4, 1]},
+            },
+            "outputs": {"y": "tanh(relu(x))**2 * weights"},
+        },
+        _weighted_squared_relu,
+        lambda rows: (_x(rows), torch.rand(rows, 1).requires_grad_()),
+        lambda rows: [_full(rows), ((rows, 1), torch.float32)],
+    ),
+)
+# The spec's `save:` choices (Note [Save choices] in symgrad.ad.saving), each measured.
+SAVES = ("balanced", "memory", "speed")
+
+
 def _nbytes(shape: Sequence[int], dtype: torch.dtype) -> int:
     return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
-def measure(case: MemoryCase, rows: int) -> dict[str, int | None]:
-    """Saved bytes of the original (computed), eager autograd and the generated Function,
-    and the peak bytes of one forward+backward of the latter two."""
-    spec = symgrad.spec_from_dict(case.spec)
-    function = getattr(symgrad.load_module(spec), spec.module)  # residual outputs hidden
+def measure(case: MemoryCase, rows: int, repeats: int = 5) -> dict[str, float | None]:
+    """Saved bytes of the original (computed), eager autograd and the generated Function
+    under each `save:` choice, with the peak bytes and median seconds of one fwd+bwd."""
     inputs = case.make_inputs(rows)
+    grad = torch.ones_like(case.formula(*inputs))
+    cpu = torch.device("cpu")
+    functions = {"eager": case.formula} | {save: _generated(case, save) for save in SAVES}
+    steps = {name: make_step(fn, inputs, grad) for name, fn in functions.items()}
+    seconds = time_interleaved(steps, repeats, warmup=1, device=cpu)
+    found: dict[str, float | None] = {
+        "original": sum(_nbytes(s, d) for s, d in case.original_saves(rows))
+    }
+    for name, fn in functions.items():
+        found[name] = measure_saved(fn, inputs).nbytes
+        found[f"{name} peak"] = measure_peak(steps[name], cpu)
+        found[f"{name} ms"] = statistics.median(seconds[name]) * 1e3
+    return found
+
+
+def _generated(case: MemoryCase, save: str) -> Callable[..., Tensor]:
+    """The case's generated Function under `save:`, called with the spec's default numbers."""
+    spec = symgrad.spec_from_dict({**case.spec, "save": save})
+    function = getattr(symgrad.load_module(spec), spec.module)  # residual outputs hidden
     declared = [v for v in case.spec["inputs"].values() if isinstance(v, dict)]
     numbers = [v["default"] for v in declared if v.get("type") == "float"]
 
@@ -196,46 +240,45 @@ def measure(case: MemoryCase, rows: int) -> dict[str, int | None]:
         result: Tensor = function(*tensors, *numbers)
         return result
 
-    grad = torch.ones_like(case.formula(*inputs))
-    cpu = torch.device("cpu")
-    return {
-        "original": sum(_nbytes(s, d) for s, d in case.original_saves(rows)),
-        "eager": measure_saved(case.formula, inputs).nbytes,
-        "generated": measure_saved(generated, inputs).nbytes,
-        "eager peak": measure_peak(make_step(case.formula, inputs, grad), cpu),
-        "generated peak": measure_peak(make_step(generated, inputs, grad), cpu),
-    }
+    return generated
 
 
-def _megabytes(count: int | None) -> str:
+def _megabytes(count: float | None) -> str:
     return "-" if count is None else f"{count / 2**20:.2f}"
 
 
-def render(results: dict[str, dict[str, int | None]], rows: int, argv: Sequence[str]) -> str:
-    """The markdown table: MiB saved, the generated Function's ratio to each, and the
-    peak MiB of forward+backward (torch's profiler's CPU allocations)."""
+def render(results: dict[str, dict[str, float | None]], rows: int, argv: Sequence[str]) -> str:
+    """The markdown table: MiB saved by each, peak MiB of forward+backward (torch's
+    profiler's CPU allocations) and its median milliseconds, per `save:` choice."""
+    choices = ["eager", *SAVES]
     lines = [
         "# symgrad benchmark: bytes saved for backward",
         "",
-        f"Inputs [{rows}, {CHANNELS}] float32; torch {torch.__version__}; symgrad "
-        f"{symgrad.__version__}.",
+        f"Machine: {machine.describe(torch.device('cpu'), torch.get_num_threads())}",
+        "",
+        f"Inputs [{rows}, {CHANNELS}] float32; fwd+bwd ms the median of interleaved rounds.",
         "",
         f"Command: `{' '.join(['python -m bench.memory', *argv])}`",
         "",
-        "| case | origin | saved MiB: original | eager | generated | vs original | vs eager "
-        "| peak MiB: eager | generated |",
-        "| --- | --- | --: | --: | --: | --: | --: | --: | --: |",
+        "Generated columns are the spec's `save:` choice. `memory` saves at most what the "
+        "original saves where the formula allows it; `balanced` (the default) at most "
+        "eager's; `speed` may save more than eager to skip recomputation.",
+        "",
+        "| case | origin | saved MiB: original | "
+        + " | ".join(choices)
+        + " | peak MiB: "
+        + " | ".join(choices)
+        + " | fwd+bwd ms: "
+        + " | ".join(choices)
+        + " |",
+        "| --- | --- |" + " --: |" * (1 + 3 * len(choices)),
     ]
     origins = {case.name: case.origin for case in CASES}
     for name, found in results.items():
-        original, eager, generated = (
-            int(found[k] or 0) for k in ("original", "eager", "generated")
-        )
-        lines.append(
-            f"| {name} | {origins[name]} | {_megabytes(original)} | {_megabytes(eager)} | "
-            f"{_megabytes(generated)} | {generated / original:.2f}x | {generated / eager:.2f}x "
-            f"| {_megabytes(found['eager peak'])} | {_megabytes(found['generated peak'])} |"
-        )
+        saved = [_megabytes(found[c]) for c in ["original", *choices]]
+        peaks = [_megabytes(found[f"{c} peak"]) for c in choices]
+        times = [f"{found[f'{c} ms'] or 0:.2f}" for c in choices]
+        lines.append(f"| {name} | {origins[name]} | " + " | ".join(saved + peaks + times) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -246,9 +289,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1024, help="rows of 1024 channels")
     parser.add_argument("--save", action="store_true", help="write bench/results/memory.md")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed fwd+bwd per choice")
     args = parser.parse_args(argv)
+    torch.set_num_threads(1)
     chosen = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
-    results = {case.name: measure(case, args.rows) for case in chosen}
+    results = {case.name: measure(case, args.rows, args.repeats) for case in chosen}
     text = render(results, args.rows, argv)
     output = RESULTS if args.save else SCRATCH
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -558,6 +558,10 @@ def random_case(seed: int) -> Case:
     if option_rng.random() < 0.1:
         outputs["y0"], runs[0] = _optioned(option_rng, outputs["y0"], runs[0], inputs)
     data: dict[str, Any] = {"name": f"Fuzz{seed}", "inputs": inputs}
+    # A fifth ask for `save: memory` or `speed` (Note [Save choices]), from an rng of its own.
+    save_rng = random.Random(seed * 7919 + 2)
+    if save_rng.random() < 0.2:
+        data["save"] = save_rng.choice(["memory", "speed"])
     if where:
         data["where"] = where
     data["outputs"] = outputs

@@ -692,6 +692,7 @@ def test_swish_with_a_slope_saves_its_sigmoid_only_where_it_costs_more_than_a_pr
         ("sin(x) * 2", 12),  # sin saves its argument; a number is not saved
         ("sum(x**2)", 12),  # x, for the square; a sum saves nothing
         ("where(x > 0, x**2, 0)", 12 + 3),  # x, and the condition as a bool mask
+        ("clamp(round(x / 2), -1, 1)", 12),  # clamp's argument; round saves nothing
     ],
 )
 def test_eager_saved_elements(formula: str, elements: int) -> None:

@@ -27,6 +27,7 @@ from symgrad.ad import (
     gradient_parts,
     guards,
     inplace,
+    masks,
     reuse,
     saving,
     stable,
@@ -148,6 +149,16 @@ def derive(spec: Spec) -> Derived:
     parts, tangents, shape_facts = gradient_parts.name_shape_facts(
         parts, tangents, forward, spec, namer
     )
+    mask_statements: tuple[Assignment, ...] = ()
+    if spec.save == "memory":  # Note [Save choices] in symgrad.ad.saving
+        parts = saving.recompute_outputs(spec, parts, by_target)
+        values = {*by_target, *(i.symbol for i in spec.inputs)}
+        if spec.mode != "fused":  # Note [Saved masks] in symgrad.ad.masks
+            again = {a.target: a.expr for a in intermediates if a.target not in residuals}
+            again |= {o.symbol: by_target[o.symbol].expr for o in spec.outputs}
+            parts, mask_statements = masks.name_masks(parts, again, values, tensors, namer)
+        forward = (*forward, *mask_statements)
+        by_target |= {a.target: a for a in mask_statements}
     recomputed = [a for a in intermediates if a.target not in residuals]
     jvp = plan_jvp(spec, recomputed, function_outputs, tangents, namer)
     plan = plan_backward(spec, recomputed, parts, namer)
@@ -155,10 +166,12 @@ def derive(spec: Spec) -> Derived:
     # add memory traffic (Note [Saved values] in symgrad.ad.saving).
     saved = (
         saving.saved_values(spec, forward, recomputed, plan, tensors)
-        if spec.mode != "fused"
-        else ()
+        if spec.mode != "fused" and spec.save != "memory"
+        else tuple(a.target for a in mask_statements)
     )
-    recompute = saving.recompute_statements(saved, recomputed)
+    # A mask carries no graph: double backward need not recompute it (Note [Saved masks]).
+    unmasked = set(saved) - {a.target for a in mask_statements}
+    recompute = saving.recompute_statements(unmasked, recomputed)
     if saved:
         kept = [a for a in recomputed if a.target not in saved]
         reads = set().union(*(a.expr.free_symbols for a in recompute))

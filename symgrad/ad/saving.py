@@ -13,17 +13,27 @@ A saved value is returned by the forward as an extra, non-differentiable output,
 the public function drops. It carries no graph, so when the backward runs with grad mode
 on (double backward), the backward recomputes it from the inputs with plain torch
 operations first (`Derived.recompute`); the gradient formulas are the same either way.
+
+Note [Save choices]: the spec's `save:` key moves this trade. `balanced` (the default)
+is the budget above. `memory` saves no forward value and no output either: the backward
+reads the inputs and the reduced-shape residuals (Note [Residuals] in
+symgrad.ad.residuals) and recomputes everything else, like a hand-written Function that
+saves its inputs; a condition the backward reads on values it reads nowhere else is saved
+as a bool mask instead (Note [Saved masks] in symgrad.ad.masks). `speed` lifts eager's
+budget: every value that costs more than `_MIN_SAVED_COST` to recompute is saved, which
+may hold more than eager autograd does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import sympy
 
 from symgrad.ad import costs
-from symgrad.ad.ir import Assignment, BackwardPlan, closure
+from symgrad.ad.ir import Assignment, BackwardPlan, OutputGradients, closure
 from symgrad.frontend.domains import broadcast_shapes, default_shape
 from symgrad.frontend.model import Spec
 from symgrad.language import arg_extrema, functions, piecewise, reductions, views
@@ -85,7 +95,7 @@ def _saved_by_eager(
             saved.add(node.base)
             if not node.exp.is_Number:
                 saved.update((node.exp, node))
-        elif isinstance(node, functions.ElementwiseFunction):
+        elif isinstance(node, functions.ElementwiseFunction) and not _is_flat(node):
             saved.add(node if type(node).__name__ in _SAVES_RESULT else node.args[0])
         elif isinstance(node, piecewise.Where):
             saved.add(node.condition)
@@ -98,6 +108,11 @@ def _saved_by_eager(
         elif isinstance(node, piecewise.Kink):
             saved.update(node.args[:1])
     return saved
+
+
+def _is_flat(node: functions.ElementwiseFunction) -> bool:
+    """Whether a function's derivative is zero (round, floor, sign): torch saves nothing."""
+    return all(node.fdiff(k + 1) == 0 for k in range(len(node.args)))
 
 
 class Weights:
@@ -181,6 +196,8 @@ def choose_saved_values(
     definitions = {a.target: a.expr for a in forward}
     weigh = Weights(spec, definitions)
     budget = eager_saved_elements(spec) - sum(weigh(s) for s in set(saved_already))
+    if spec.save == "speed":
+        budget = math.inf  # Note [Save choices] in symgrad.ad.saving
     table = costs.table()
     own = {a.target: table.expression(a.expr) for a in candidates}
     total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
@@ -202,3 +219,22 @@ def recompute_statements(
     """The statements that recompute the saved values from the inputs, in order."""
     needed = closure(set(saved), statements)
     return tuple(a for a in statements if a.target in needed)
+
+
+def recompute_outputs(
+    spec: Spec, parts: Sequence[OutputGradients], by_target: Mapping[sympy.Basic, Assignment]
+) -> list[OutputGradients]:
+    """`parts` reading the spec's outputs through their definitions, recomputed, not saved."""
+    outputs: dict[sympy.Basic, sympy.Expr] = {}
+    for output in spec.outputs:  # an output may read an earlier one
+        outputs[output.symbol] = by_target[output.symbol].expr.xreplace(outputs)
+    return [
+        dataclasses.replace(
+            part,
+            gradients={i: e.xreplace(outputs) for i, e in part.gradients.items()},
+            statements=tuple(
+                Assignment(s.target, s.expr.xreplace(outputs)) for s in part.statements
+            ),
+        )
+        for part in parts
+    ]

@@ -129,8 +129,22 @@ def temporary_names(derived: Derived) -> dict[sympy.Basic, str]:
 
 def saved_comment(derived: Derived, width: int) -> tuple[str, ...]:
     """Which forward values the backward reads saved, and why, wrapped for a comment."""
-    if not derived.saved_values:
-        return ()
     names = ", ".join(o.name for o in derived.saved_values)
-    text = f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
+    if derived.spec.save == "memory":
+        masks = f", and the conditions it reads as bool masks ({names})" if names else ""
+        text = (
+            "save: memory: the backward saves only the inputs it reads and reduced-shape "
+            f"values{masks}; it recomputes the rest."
+        )
+    elif not derived.saved_values:
+        return ()
+    elif derived.spec.save == "speed":
+        text = (
+            "Saved for the backward, not recomputed (save: speed, which may exceed what "
+            f"eager autograd saves): {names}."
+        )
+    else:
+        text = (
+            f"Saved for the backward, not recomputed (within what eager autograd saves): {names}."
+        )
     return tuple(textwrap.wrap(text, width=width, break_on_hyphens=False))

@@ -189,6 +189,9 @@ class Spec:
     # Where the spec says `inplace: true`, asking also for the variant `<module>_` that
     # overwrites its first tensor input (symgrad.ad.inplace); None: no such variant.
     inplace: Location | None = None
+    # What the backward saves against what it recomputes: "balanced", "memory" or
+    # "speed" (Note [Save choices] in symgrad.ad.saving).
+    save: str = "balanced"
 
     @property
     def tensor_inputs(self) -> tuple[Input, ...]:

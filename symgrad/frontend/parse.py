@@ -40,6 +40,7 @@ TOP_KEYS = (
     "module",
     "doc",
     "mode",
+    "save",
     "custom_op",
     "inplace",
     "target",
@@ -52,6 +53,8 @@ TOP_KEYS = (
 _TARGET_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 # How the generated Function runs its forward and backward (see Spec.mode).
 MODES = ("eager", "fused")
+# What the backward saves (Note [Save choices] in symgrad.ad.saving).
+SAVES = ("balanced", "memory", "speed")
 OUTPUT_KEYS = ("expr", "differentiable")
 INPUT_KEYS = ("type", "assume", "shape", "domain", "requires_grad", "default", *options.KEYS)
 ASSUMPTIONS = ("positive", "nonnegative", "negative", "nonzero", "real")
@@ -80,7 +83,9 @@ def parse_spec(root: Node, source: str) -> Spec:
     doc_node = fields.optional("doc")
     doc = read.string(doc_node, "doc") if doc_node else ""
     mode_node = fields.optional("mode")
-    mode = _mode(mode_node) if mode_node else "eager"
+    mode = _choice(mode_node, "mode", MODES) if mode_node else "eager"
+    save_node = fields.optional("save")
+    save = _choice(save_node, "save", SAVES) if save_node else "balanced"
     custom_op_node = fields.optional("custom_op")
     custom_op = read.flag(custom_op_node, "custom_op") if custom_op_node else False
     inplace_node = fields.optional("inplace")
@@ -112,6 +117,7 @@ def parse_spec(root: Node, source: str) -> Spec:
         checks,
         target,
         inplace_node.location if inplace and inplace_node else None,
+        save,
     )
     for variant in options.variants(spec):  # the spec itself where it has no options
         views.check_views(variant.spec)
@@ -123,13 +129,14 @@ def parse_spec(root: Node, source: str) -> Spec:
     return spec
 
 
-def _mode(node: Node) -> str:
-    mode = read.string(node, "mode")
-    if mode not in MODES:
-        hint = did_you_mean(mode, MODES)
-        message = f"unknown mode {mode!r}{hint}; expected one of: {', '.join(MODES)}"
-        raise SpecError(node.location, message, "mode")
-    return mode
+def _choice(node: Node, key: str, choices: tuple[str, ...]) -> str:
+    """The string value of `key`, one of `choices` (`mode`, `save`)."""
+    value = read.string(node, key)
+    if value not in choices:
+        hint = did_you_mean(value, choices)
+        message = f"unknown {key} {value!r}{hint}; expected one of: {', '.join(choices)}"
+        raise SpecError(node.location, message, key)
+    return value
 
 
 def _target(node: Node) -> Target:

@@ -23,6 +23,9 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "doc": "the docstring of the class and the module",
         "mode": "`eager` runs op by op; `fused` compiles forward and backward once "
         "with torch.compile",
+        "save": "what the backward saves: `balanced` (default) within eager autograd's "
+        "bytes; `memory` the inputs and per-row statistics only, recomputing the rest; "
+        "`speed` every value worth saving, which may exceed eager's bytes",
         "custom_op": "`true` also registers the forward as the operator "
         "`symgrad::<module>` (torch.library.custom_op)",
         "inplace": "`true` also writes `<module>_` and `<Name>_`, which overwrite the "
