@@ -210,3 +210,75 @@ def test_a_gather_in_a_guarded_branch_reads_its_argument_unguarded() -> None:
     torch.testing.assert_close(
         torch.autograd.grad(y, x, grad), torch.autograd.grad(expected, x, grad)
     )
+
+
+PICK = {
+    "name": "PickTarget",
+    "inputs": {
+        "x": {"type": "tensor", "shape": [4, 10]},
+        "target": {"type": "index", "shape": [4]},
+        "ignore_index": {"type": "int", "default": -100},
+    },
+    "outputs": {
+        "y": "sum(gather(x, -1, unsqueeze(where(target != ignore_index, target, 0), -1)), "
+        "dim=-1) * where(target != ignore_index, 1, 0)"
+    },
+}
+
+
+def test_a_gather_of_a_view_of_a_safe_target_picks_the_target_logit() -> None:
+    module = load_module(spec_from_dict(PICK))
+    x = torch.randn(4, 10, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([3, -100, 9, 0])
+    actual = module.pick_target(x, target)
+    safe = torch.where(target != -100, target, 0).unsqueeze(-1)
+    expected = torch.gather(x, -1, safe).sum(-1) * (target != -100)
+    torch.testing.assert_close(actual, expected)
+    cotangent = torch.randn(4, dtype=torch.float64)
+    grad = torch.autograd.grad(actual, x, cotangent)[0]
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, x, cotangent)[0])
+    apply = lambda a: module.PickTarget.apply(a, target, -100)  # noqa: E731
+    assert torch.autograd.gradcheck(apply, (x,))
+    assert torch.autograd.gradgradcheck(apply, (x,))
+
+
+def test_a_gather_of_a_view_of_an_index_reads_one_position_per_row() -> None:
+    spec = spec_from_dict(PICK)
+    assert indices.index_bounds(spec) == {"target": 10}
+    source = "".join(generate(spec)["pick_target.py"].split())  # as black wraps it
+    assert "torch.gather(x,-1,torch.where(_t0,target,0).unsqueeze(-1))" in source
+    assert ".scatter_add(-1,torch.where(_t0,target,0).unsqueeze(-1)," in source
+    assert "broadcast_tensors" not in source  # the gather keeps its index's shape
+
+
+@pytest.mark.parametrize(
+    ("index", "reference"),
+    [
+        ("reshape(rows, [4, 1])", lambda x, r: torch.gather(x, 1, r.reshape(4, 1))),
+        ("view(rows, [4, 1])", lambda x, r: torch.gather(x, 1, r.view(4, 1))),
+        (
+            "unsqueeze(argmax(x, -1), -1)",
+            lambda x, r: torch.gather(x, 1, x.argmax(-1).unsqueeze(-1)),
+        ),
+    ],
+)
+def test_views_of_indices_are_indices(index: str, reference: Any) -> None:
+    spec = spec_from_dict(
+        {
+            "name": "Viewed",
+            "inputs": {
+                "x": {"type": "tensor", "shape": [4, 6]},
+                "rows": {"type": "index", "shape": [4]},
+            },
+            "outputs": {"y": f"exp(gather(x, 1, {index}))"},
+        }
+    )
+    module = load_module(spec)
+    x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    rows = torch.tensor([5, 0, 2, 2])
+    actual = module.viewed(x, rows)
+    expected = torch.exp(reference(x, rows))
+    torch.testing.assert_close(actual, expected)
+    cotangent = torch.randn(actual.shape, dtype=torch.float64)
+    grad = torch.autograd.grad(actual, x, cotangent)[0]
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, x, cotangent)[0])

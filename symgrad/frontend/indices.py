@@ -186,7 +186,8 @@ def check_index_positions(spec: Spec) -> None:
         allowed = {item.expr} if section == "where" else set()
         for node in sympy.preorder_traversal(item.expr):
             if isinstance(node, (indexing.Gather, segments.SegmentSum, segments.IndexSelect)):
-                allowed.add(node.index)
+                # the index, and an argmax inside a view or where of it
+                allowed.update(sympy.preorder_traversal(node.index))
             elif isinstance(node, arg_extrema.ArgExtremum) and node not in allowed:
                 message = (
                     f"{node.name}() gives positions: use it as the index of gather, "
