@@ -99,6 +99,22 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
                     ) from error
 
 
+# Note [direct apply]
+# Function.apply is a Python wrapper around the C++ apply: on every call it binds the
+# arguments to forward's signature (setup_context style) and looks for torch.func
+# transforms, which costs more than a small tensor's arithmetic. The convenience
+# function passes every argument positionally, so binding changes nothing; the wrapper
+# is called only where it does more: under torch.compile and inside a torch.func
+# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
+def _apply(function: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    # What the wrapper does next: unwrap tensors left over from a finished transform.
+    args = torch._functorch.utils.unwrap_dead_wrappers(args)
+    return super(torch.autograd.Function, function).apply(*args)
+
+
 class LigerKLDivNone(torch.autograd.Function):
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
@@ -170,7 +186,7 @@ def liger_kl_div_none(
         _LigerKLDivNoneTraceable if torch.compiler.is_compiling() else LigerKLDivNone
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -254,7 +270,7 @@ def liger_kl_div_none_log_target(
         else LigerKLDivNoneLogTarget
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -349,7 +365,7 @@ def liger_kl_div_sum(
         _LigerKLDivSumTraceable if torch.compiler.is_compiling() else LigerKLDivSum
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -439,7 +455,7 @@ def liger_kl_div_sum_log_target(
         else LigerKLDivSumLogTarget
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -543,7 +559,7 @@ def liger_kl_div_mean(
         _LigerKLDivMeanTraceable if torch.compiler.is_compiling() else LigerKLDivMean
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -634,7 +650,7 @@ def liger_kl_div_mean_log_target(
         else LigerKLDivMeanLogTarget
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -751,7 +767,7 @@ def liger_kl_div_batchmean(
         else LigerKLDivBatchmean
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -856,7 +872,7 @@ def liger_kl_div_batchmean_log_target(
         else LigerKLDivBatchmeanLogTarget
     )
     try:
-        return function.apply(y_pred, y_true, eps)
+        return _apply(function, y_pred, y_true, eps)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(

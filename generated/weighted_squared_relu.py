@@ -80,6 +80,22 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
                     ) from error
 
 
+# Note [direct apply]
+# Function.apply is a Python wrapper around the C++ apply: on every call it binds the
+# arguments to forward's signature (setup_context style) and looks for torch.func
+# transforms, which costs more than a small tensor's arithmetic. The convenience
+# function passes every argument positionally, so binding changes nothing; the wrapper
+# is called only where it does more: under torch.compile and inside a torch.func
+# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
+def _apply(function: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    # What the wrapper does next: unwrap tensors left over from a finished transform.
+    args = torch._functorch.utils.unwrap_dead_wrappers(args)
+    return super(torch.autograd.Function, function).apply(*args)
+
+
 class WeightedSquaredReluPlain(torch.autograd.Function):
     """Megatron-LM's weighted squared ReLU, soft-clamped when clamp_scale is given."""
 
@@ -150,7 +166,7 @@ def weighted_squared_relu_plain(x: torch.Tensor, weights: torch.Tensor) -> torch
         else WeightedSquaredReluPlain
     )
     try:
-        return function.apply(x, weights)
+        return _apply(function, x, weights)
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -265,7 +281,7 @@ def weighted_squared_relu_clamp_scale(
     )
     # The residuals (tanh0, clamped) are for the backward only.
     try:
-        y, tanh0, clamped = function.apply(x, weights, clamp_scale)
+        y, tanh0, clamped = _apply(function, x, weights, clamp_scale)
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

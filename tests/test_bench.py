@@ -269,3 +269,35 @@ def test_the_memory_table_measures_every_case(tmp_path: Path) -> None:
         assert found["balanced"] <= found["eager"], name
     table = memory.render(results, 2, ["--rows", "2"])
     assert table.count("\n| ") == len(memory.CASES) + 2  # the header, its rule, the rows
+
+
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda case: case.name)
+def test_handwritten_function_has_the_reference_gradients(case: cases.Case) -> None:
+    """Each hand-written baseline computes the case's formula and its exact gradients."""
+    from bench.handwritten import HANDWRITTEN
+    from bench.small import SHAPES, small_inputs
+
+    for shape in SHAPES:
+        inputs = tuple(
+            t.detach().double().requires_grad_(t.requires_grad) for t in small_inputs(case, shape)
+        )
+        hand = HANDWRITTEN[case.name](*inputs, **case.numbers)
+        reference = case.reference(*inputs, **case.numbers)
+        torch.testing.assert_close(hand, reference)
+        grad = torch.randn_like(reference)
+        wanted = tuple(t for t in inputs if t.requires_grad)
+        got = torch.autograd.grad(hand, wanted, grad)
+        expected = torch.autograd.grad(reference, wanted, grad)
+        torch.testing.assert_close(got, expected)
+
+
+def test_small_table_runs_and_renders(tmp_path: Path) -> None:
+    """The small-size table times every alternative of a case at both shapes."""
+    from bench.small import SHAPES, measure_case, render
+
+    (case,) = cases.select_cases(("huber",))
+    rows = measure_case(case, tmp_path, rounds=2, batch=1)
+    assert [row.shape for row in rows] == list(SHAPES)
+    assert set(rows[0].ratios) == {"generated", "builtin"}
+    text = render(rows, "python -m bench.small")
+    assert "| huber | [512, 64] |" in text

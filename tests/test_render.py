@@ -104,8 +104,8 @@ def test_doc_and_source_text_cannot_inject_code() -> None:
     kinds = [type(node).__name__ for node in tree.body]
     assert kinds == [
         *("Expr", "ImportFrom", "Import", "ImportFrom", "Import", "Assign"),
-        *("FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef", "ClassDef", "Assign"),
-        *("ClassDef", "FunctionDef"),
+        *("FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef"),
+        *("ClassDef", "Assign", "ClassDef", "FunctionDef"),
     ]
     assert ast.get_docstring(tree.body[-4]) == inspect.cleandoc(doc)
     assert module.splitlines()[0].endswith("from odd\\x0aname.yaml. Do not edit:")

@@ -151,9 +151,7 @@ def _dispatcher(spec: Spec, variants: Variants) -> str:
             test = " || ".join(f'{item.name} == "{c}"' for c in item.choices)
             choices = ", ".join(f"'{c}'" for c in item.choices)
             message = f'"{module}: {item.name} must be one of {choices}, got \'"'
-            lines.append(
-                f"  TORCH_CHECK_VALUE({test}, {message}, std::string({item.name}), \"'\");"
-            )
+            lines.append(f'  TORCH_CHECK_VALUE({test}, {message}, std::string({item.name}), "\'");')
     for variant, _ in variants:
         condition = " && ".join(_condition(item, value) for item, value in variant.values)
         lines += [f"  if ({condition}) {{", _call(variant.spec, spec), "  }"]

@@ -36,6 +36,7 @@ class BackwardNames:
                 "expand_to",
                 "fill_tangents",
                 "explain_call",
+                "apply",
                 "unsqueeze_last",
                 *kernels.HELPER_ROLES,
             )

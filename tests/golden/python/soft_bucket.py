@@ -79,6 +79,22 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
                     ) from error
 
 
+# Note [direct apply]
+# Function.apply is a Python wrapper around the C++ apply: on every call it binds the
+# arguments to forward's signature (setup_context style) and looks for torch.func
+# transforms, which costs more than a small tensor's arithmetic. The convenience
+# function passes every argument positionally, so binding changes nothing; the wrapper
+# is called only where it does more: under torch.compile and inside a torch.func
+# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
+def _apply(function: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    # What the wrapper does next: unwrap tensors left over from a finished transform.
+    args = torch._functorch.utils.unwrap_dead_wrappers(args)
+    return super(torch.autograd.Function, function).apply(*args)
+
+
 def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
     """Add the contribution of one more output to a gradient."""
     return term if total is None else total + term
@@ -187,7 +203,7 @@ def soft_bucket(
     function = _SoftBucketTraceable if torch.compiler.is_compiling() else SoftBucket
     # The residuals (exp0) are for the backward only.
     try:
-        weight, bucket, exp0 = function.apply(x, width)
+        weight, bucket, exp0 = _apply(function, x, width)
         return weight, bucket
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
