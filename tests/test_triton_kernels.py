@@ -1,0 +1,74 @@
+"""The Triton kernels of `mode: fused` (Note [Triton kernels]), run by Triton's interpreter
+on CPU tensors: values and gradients against the Function's, a per-channel broadcast
+input, sizes not a multiple of the block, float32 and bfloat16, and double backward."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import dataclasses, torch
+import symgrad.api as api
+for name, channels in (("mish_fused", 0), ("swish", 1027)):
+    spec = dataclasses.replace(api.load_spec(f"examples/{name}.yaml"), mode="fused")
+    module = api.load_module(spec)
+    fused, plain = getattr(module, spec.module), getattr(module, "_plain_" + spec.module)
+    for dtype, tol, gtol in ((torch.float32, 1e-5, 1e-5), (torch.bfloat16, 2e-2, 5e-2)):
+        args = [torch.randn(3, 1027, dtype=dtype, requires_grad=True)]
+        if channels:
+            args.append((torch.rand(channels, dtype=dtype) + 0.5).requires_grad_())
+        y = fused(*args)
+        assert "triton" in type(y.grad_fn).__name__, type(y.grad_fn).__name__
+        reference = plain(*args)
+        torch.testing.assert_close(y, reference, atol=tol, rtol=tol)
+        g = torch.randn_like(y)
+        for a, b in zip(torch.autograd.grad(y, args, g), torch.autograd.grad(reference, args, g)):
+            torch.testing.assert_close(a, b, atol=gtol * max(1.0, b.abs().max().item()), rtol=gtol)
+    x = torch.randn(2, channels or 5, requires_grad=True)
+    rest = [torch.rand(channels) + 0.5] if channels else []
+    (gx,) = torch.autograd.grad(fused(x, *rest).sum(), x, create_graph=True)
+    (gp,) = torch.autograd.grad(plain(x, *rest).sum(), x, create_graph=True)
+    second = [torch.autograd.grad(g.sum(), x)[0] for g in (gx, gp)]
+    torch.testing.assert_close(*second)
+print("ok")
+"""
+
+
+def _run(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The script in a fresh interpreter: TRITON_INTERPRET is read when triton is imported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **environment}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_kernels_match_the_function_in_the_interpreter() -> None:
+    result = _run({"TRITON_INTERPRET": "1", "SYMGRAD_TRITON_CPU": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_cpu_tensors_keep_the_function_without_the_opt_in() -> None:
+    result = _run({"TRITON_INTERPRET": "1", "SYMGRAD_TRITON_CPU": "0"})
+    assert result.returncode != 0
+    assert "AssertionError: MishFusedBackward" in result.stderr
+
+
+def test_specs_outside_the_slice_get_no_kernels() -> None:
+    import symgrad.api as api
+    from symgrad.ad.derive import derive
+    from symgrad.backends.triton.kernels import triton_kernels
+
+    spec = api.load_spec(ROOT / "examples/huber_loss.yaml")
+    assert triton_kernels(derive(dataclasses.replace(spec, mode="fused"))) is None
+    assert triton_kernels(derive(api.load_spec(ROOT / "examples/swish.yaml"))) is None
