@@ -30,10 +30,8 @@ CALLS: dict[str, str] = {
     **{
         name: f"libdevice.{name}({{0}})"
         for name in (
-            "log1p",
             "expm1",
             "tan",
-            "tanh",
             "sinh",
             "cosh",
             "asin",
@@ -47,14 +45,20 @@ CALLS: dict[str, str] = {
             "lgamma",
         )
     },
+    # tl.* only where the interpreter (which runs no libdevice call) must run them:
+    # log1p by Goldberg's correction, exact near 0; tanh through sigmoid, exact to an ulp
+    # of 1 (as torch.compile's tanh is).
+    "log1p": "_log1p({0})",
+    "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)",
     "round": "libdevice.rint({0})",
     "sign": "tl.where({0} > 0, 1.0, tl.where({0} < 0, -1.0, 0.0))",
     "atan2": "libdevice.atan2({0}, {1})",
     "hypot": "libdevice.hypot({0}, {1})",
 }
 
-# Powers written as products up to this exponent; libdevice.pow beyond.
-_MAX_PRODUCT_POWER = 4
+# Integer powers written as products up to this exponent (multiplications are free
+# beside the memory traffic, and the interpreter has no libdevice.pow); pow beyond.
+_MAX_PRODUCT_POWER = 16
 
 
 class TritonPrinter(VecPrinter):
@@ -83,7 +87,7 @@ class TritonPrinter(VecPrinter):
     def _print_Mul(self, expr: sympy.Mul) -> str:
         coefficient, rest = expr.as_coeff_Mul()
         if coefficient == -1:
-            return f"(-{self._print(rest)})"
+            return f"-{self._print(rest)}"
         return str(super()._print_Mul(expr))
 
     def _print_Pow(self, expr: sympy.Pow) -> str:
@@ -115,7 +119,7 @@ class TritonPrinter(VecPrinter):
         return f"tl.minimum({a}, {b})"
 
     def _print_Log1pUnit(self, expr: sympy.Basic) -> str:
-        return f"libdevice.log1p({self._print(expr.args[0])})"
+        return f"_log1p({self._print(expr.args[0])})"
 
     def _print_Clamp(self, expr: sympy.Basic) -> str:
         x, low, high = (self._print(arg) for arg in expr.args)
