@@ -89,3 +89,27 @@ def test_specs_outside_the_slice_get_no_kernels() -> None:
     spec = api.load_spec(ROOT / "examples/huber_loss.yaml")
     assert triton_kernels(derive(dataclasses.replace(spec, mode="fused"))) is None
     assert triton_kernels(derive(api.load_spec(ROOT / "examples/swish.yaml"))) is None
+
+
+def test_the_module_imports_and_runs_without_triton() -> None:
+    script = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import torch, dataclasses, symgrad.api as api\n"
+        "spec = api.load_spec('examples/mish_fused.yaml')\n"
+        "module = api.load_module(spec)\n"
+        "x = torch.randn(3, requires_grad=True)\n"
+        "y = module.mish_fused(x)\n"
+        "assert module.triton is None and type(y.grad_fn).__name__ == 'MishFusedBackward'\n"
+        "torch.testing.assert_close(y, torch.nn.functional.mish(x))\n"
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TRITON_INTERPRET": "1",
+        "SYMGRAD_TRITON_CPU": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
