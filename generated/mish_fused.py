@@ -262,3 +262,221 @@ def mish_fused(x: torch.Tensor) -> torch.Tensor:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "mish_fused", {"x": x})
         raise
+
+
+# Triton kernels (mode: fused; Note [Triton kernels] in symgrad.backends.triton):
+# the forward and the backward each one kernel, for CUDA tensors (and CPU tensors where
+# TRITON_INTERPRET=1 and SYMGRAD_TRITON_CPU=1 are set); elsewhere, for double backward
+# and under torch.func transforms, the Function above.
+import os as _triton_os  # noqa: E402
+
+try:
+    import triton  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    import triton.language as tl  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    import triton.language.extra.libdevice as libdevice  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401
+except ImportError:  # the module works without triton: the Function above runs
+    triton = None  # type: ignore[assignment,unused-ignore]
+
+_TRITON_BLOCK = 1024
+_plain_mish_fused = mish_fused
+
+
+def _triton_layout(t: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, bool]:
+    """`t` as the kernels read it: flat (True), or modulo its size (trailing dims)."""
+    if t.shape == shape:
+        return t.contiguous(), True
+    trailing = list(t.shape)
+    while trailing and trailing[0] == 1:
+        trailing.pop(0)
+    if not trailing or list(shape[len(shape) - len(trailing) :]) == trailing:
+        return t.contiguous(), False
+    return t.expand(shape).contiguous(), True
+
+
+def _triton_usable(x: Any) -> bool:
+    """Run the kernels? Floating tensors of one dtype on CUDA (or the opted-in CPU)."""
+    tensors = (x,)
+    if triton is None or torch._C._are_functorch_transforms_active():
+        return False
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return False
+    first = tensors[0]
+    if any(t.device != first.device or t.dtype != first.dtype for t in tensors):
+        return False
+    if first.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return False
+    if first.device.type == "cuda":
+        return True
+    return (
+        first.device.type == "cpu"
+        and _triton_os.environ.get("TRITON_INTERPRET") == "1"
+        and _triton_os.environ.get("SYMGRAD_TRITON_CPU") == "1"
+    )
+
+
+if triton is not None:
+
+    @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
+    def _log1p(t):  # type: ignore[no-untyped-def]
+        """log1p(t) by Goldberg's correction of log(1 + t): exact near 0."""
+        u = 1.0 + t
+        return tl.where(u == 1.0, t, tl.log(u) * t / (u - 1.0))
+
+    @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
+    def _mish_fused_forward_kernel(  # type: ignore[no-untyped-def]
+        x_ptr,
+        x_size,
+        y_ptr,
+        saved0_ptr,
+        n_elements,
+        X_FLAT: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n_elements
+        if X_FLAT:
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % x_size
+            x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        _t1 = x >= 0.0
+        _t2 = tl.exp(-tl.abs(x))
+        _t3 = _t2 * _t2
+        _t4 = 2.0 * _t2
+        _t5 = _t4 + 1.0
+        _t6 = tl.where(
+            _t1, (_t5 / ((2.0 * _t3) + _t5)), (_t2 * (_t2 + 2.0) / (_t3 + _t4 + 2.0))
+        )
+        tl.store(y_ptr + offsets, (_t6 * x), mask=mask)
+        tl.store(
+            saved0_ptr + offsets,
+            (_t6 + (x * (1.0 - (_t6 * _t6)) * tl.where(_t1, 1.0, _t2) / (_t2 + 1.0))),
+            mask=mask,
+        )
+
+    @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
+    def _mish_fused_backward_kernel(  # type: ignore[no-untyped-def]
+        grad_y_ptr,
+        grad_y_size,
+        saved0_ptr,
+        saved0_size,
+        grad_x_ptr,
+        n_elements,
+        GRAD_Y_FLAT: tl.constexpr,
+        SAVED0_FLAT: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n_elements
+        if GRAD_Y_FLAT:
+            grad_y = tl.load(grad_y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % grad_y_size
+            grad_y = tl.load(grad_y_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if SAVED0_FLAT:
+            saved0 = tl.load(saved0_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % saved0_size
+            saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
+
+    @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
+    def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
+        """The forward kernel: the output, and what the backward kernel reads."""
+        shape = torch.broadcast_shapes(
+            x.shape,
+        )
+        x_in, x_flat = _triton_layout(x, shape)
+        y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+        saved0_out = torch.empty(shape, dtype=torch.float32, device=x.device)
+        n_elements = y_out.numel()
+        if n_elements:
+            torch.library.wrap_triton(_mish_fused_forward_kernel)[
+                (triton.cdiv(n_elements, _TRITON_BLOCK),)
+            ](
+                x_in,
+                x_in.numel(),
+                y_out,
+                saved0_out,
+                n_elements,
+                X_FLAT=x_flat,
+                BLOCK=_TRITON_BLOCK,
+            )
+        return [
+            y_out,
+            saved0_out,
+        ]
+
+    @torch.library.triton_op("symgrad::mish_fused_triton_backward", mutates_args=())
+    def _mish_fused_triton_backward(
+        grad_y: torch.Tensor,
+        saved0: torch.Tensor,
+    ) -> list[torch.Tensor]:
+        """The backward kernel: each tensor input's gradient, summed to its shape."""
+        shape = grad_y.shape
+        grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
+        saved0_in, saved0_flat = _triton_layout(saved0, shape)
+        grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
+        n_elements = grad_y.numel()
+        if n_elements:
+            torch.library.wrap_triton(_mish_fused_backward_kernel)[
+                (triton.cdiv(n_elements, _TRITON_BLOCK),)
+            ](
+                grad_y_in,
+                grad_y_in.numel(),
+                saved0_in,
+                saved0_in.numel(),
+                grad_x_out,
+                n_elements,
+                GRAD_Y_FLAT=grad_y_flat,
+                SAVED0_FLAT=saved0_flat,
+                BLOCK=_TRITON_BLOCK,
+            )
+        return [
+            grad_x_out,
+        ]
+
+    def _mish_fused_triton_setup(
+        ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
+    ) -> None:
+        """Keep the inputs and the stored values the backward kernel reads."""
+        (x,) = inputs
+        ctx.save_for_backward(x, *output)
+        ctx.numbers = ()
+        ctx.set_materialize_grads(True)
+
+    def _mish_fused_triton_gradient(ctx: Any, grads: list[Any]) -> tuple[Any, ...]:
+        """The backward kernel; the Function's where the graph is kept."""
+        x, y, *stored = ctx.saved_tensors
+        grad_y = grads[0]
+        if torch.is_grad_enabled():
+            y = _plain_mish_fused(x)
+            wanted = [t for t in (x,) if t.requires_grad]
+            found = iter(
+                torch.autograd.grad(
+                    y, wanted, grad_y, create_graph=True, allow_unused=True
+                )
+            )
+            return tuple(
+                next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
+                for t in (x,)
+            )
+        (saved0,) = stored
+        (grad_x,) = _mish_fused_triton_backward(
+            grad_y,
+            saved0,
+        )
+        return (grad_x.sum_to_size(x.shape),)
+
+    _mish_fused_triton_forward.register_autograd(
+        _mish_fused_triton_gradient, setup_context=_mish_fused_triton_setup
+    )
+
+
+@functools.wraps(_plain_mish_fused)  # type: ignore[no-redef]
+def mish_fused(
+    x: Any,
+) -> torch.Tensor:
+    if _triton_usable(x):
+        return _mish_fused_triton_forward(x)[0]
+    return _plain_mish_fused(x)

@@ -98,20 +98,21 @@ def fused_loops(
     need_names: Mapping[str, str],
     input_shapes: Mapping[str, str],
     detail: str = "",
+    printer: VecPrinter | None = None,
 ) -> FusedLoops | None:
     """The fused loops of `derived` (Note [Fused loops]), or None where it has none.
 
     None for a spec that is not elementwise (but for outputs that sum or average over
     every element) or computes a condition as an output, and where some function has
     no Vectorized spelling. `detail` is the helpers' namespace (Note [Generated names]
-    in symgrad.backends.cpp.names).
+    in symgrad.backends.cpp.names). `printer`: another spelling of the same loops (Triton's).
     """
     spec = derived.spec
     if spec.mode != "fused" or not _fusible(derived):
         return None
     if any(i.type is InputType.BOOL for i in spec.inputs):
         return None  # a flag would be a number in the loop, not a mask
-    printer = VecPrinter(dict(renames), f"{detail}::" if detail else "")
+    printer = printer or VecPrinter(dict(renames), f"{detail}::" if detail else "")
     namer = Namer(derived.names | set(renames.values()))
     # The logistic family stays calls until the stored calls are chosen, so that what is
     # stored is sigmoid(u), say, not the exp(-|u|) it is computed from (through_exp):
@@ -417,9 +418,9 @@ def _build_loop(
     loop = Loop(
         loads=tuple(name(t) for t in loaded),
         numbers=tuple(name(n) for n in numbers if n in reads),
-        lines=tuple(f"const Vec {name(a.target)} = {name(a.expr)};" for a in shared),
+        lines=tuple(printer.line(name(a.target), name(a.expr)) for a in shared),
         stores=tuple(zip(stores, (name(e) for e in reduced), strict=True)),
         arguments=tuple(name(t) for t in loaded),
-        invariants=tuple(f"const Vec {name(a.target)} = {name(a.expr)};" for a in invariants),
+        invariants=tuple(printer.line(name(a.target), name(a.expr)) for a in invariants),
     )
     return loop, loaded

@@ -18,13 +18,11 @@ from symgrad.backends.base import GeneratedFiles, Provenance
 from symgrad.backends.cpp import render
 from symgrad.backends.cpp.contexts import LoaderContext
 from symgrad.backends.cpp.module import INPUT_TYPES, comment_header
+
+# The module, not its names: symgrad.backends.python imports this package (through the
+# Triton kernels' loop forms) while its options module is still being initialised.
+from symgrad.backends.python import options as python_options
 from symgrad.backends.python.contexts import TestContext
-from symgrad.backends.python.options import (
-    Variants,
-    describe_variants,
-    dispatcher_parameter,
-    imports_from,
-)
 from symgrad.backends.python.text import docstring, escape_comment, header, summary
 from symgrad.frontend.domains import default_shape
 from symgrad.frontend.model import Input, InputType, Spec
@@ -36,7 +34,9 @@ _CPP_TYPES = {
 }
 
 
-def render_options(spec: Spec, variants: Variants, provenance: Provenance) -> GeneratedFiles:
+def render_options(
+    spec: Spec, variants: python_options.Variants, provenance: Provenance
+) -> GeneratedFiles:
     """One C++ source and its loader, a test per variant and the dispatcher's test."""
     parts = [render.render_parts(derived, provenance) for _, derived in variants]
     lines = comment_header(spec.source, provenance)
@@ -60,18 +60,19 @@ def render_options(spec: Spec, variants: Variants, provenance: Provenance) -> Ge
     }
     for (variant, _), (_, _, test) in zip(variants, parts, strict=True):
         source = render.render_test(test)
-        files[f"test_{variant.spec.module}.py"] = imports_from(source, variant.spec, spec)
+        test_file = f"test_{variant.spec.module}.py"
+        files[test_file] = python_options.imports_from(source, variant.spec, spec)
     dispatching = dispatch_test(spec, variants, provenance)
     files[f"test_{spec.module}.py"] = render.format_python(dispatching)
     return GeneratedFiles(spec.module, files)
 
 
-def _about(spec: Spec, variants: Variants) -> list[str]:
+def _about(spec: Spec, variants: python_options.Variants) -> list[str]:
     """The source's opening comment: the summary, and the Function each option selects."""
     lines = textwrap.wrap(escape_comment(summary(spec)), width=84)
     lines += ["", f"The operator symgrad_{spec.module}::{spec.module} calls the Function its"]
     lines += ["options select; each variant below is its own operator and namespace:"]
-    lines += [f"    {line}" for line in describe_variants(variants)]
+    lines += [f"    {line}" for line in python_options.describe_variants(variants)]
     return lines
 
 
@@ -137,7 +138,7 @@ def _call(variant_spec: Spec, spec: Spec) -> str:
     )
 
 
-def _dispatcher(spec: Spec, variants: Variants) -> str:
+def _dispatcher(spec: Spec, variants: python_options.Variants) -> str:
     """The dispatcher's namespace: the choices checked, the variant's operator called."""
     module, namespace = spec.module, f"symgrad_{spec.module}"
     count = len(spec.outputs)
@@ -175,7 +176,7 @@ def _dispatcher(spec: Spec, variants: Variants) -> str:
 
 def _loader(
     spec: Spec,
-    variants: Variants,
+    variants: python_options.Variants,
     parts: list[tuple[str, LoaderContext, TestContext]],
     provenance: Provenance,
 ) -> str:
@@ -224,7 +225,7 @@ def _loader(
         class_name=spec.name,
         function_name=spec.module,
         namespace=f"symgrad_{spec.module}",
-        parameters=tuple(dispatcher_parameter(i) for i in spec.inputs),
+        parameters=tuple(python_options.dispatcher_parameter(i) for i in spec.inputs),
         arguments=tuple(i.name for i in spec.inputs),
         return_annotation=(
             "torch.Tensor" if count == 1 else f"tuple[{', '.join(['torch.Tensor'] * count)}]"
@@ -263,7 +264,7 @@ def _sample(item: Input, spec: Spec) -> str:
     return "1" if item.type is InputType.INT else "0.5"
 
 
-def dispatch_test(spec: Spec, variants: Variants, provenance: Provenance) -> str:
+def dispatch_test(spec: Spec, variants: python_options.Variants, provenance: Provenance) -> str:
     """The dispatcher's test: each option value gives its variant's result; a string that
     is no choice is refused by the C++ check."""
     function = spec.module

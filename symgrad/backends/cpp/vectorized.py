@@ -81,6 +81,10 @@ class VecPrinter(CodePrinter):
     def doprint(self, expr: sympy.Basic, assign_to: None = None) -> str:
         return str(self._print(expr))
 
+    def line(self, target: str, value: str) -> str:
+        """The loop's statement that names `value` `target`."""
+        return f"const Vec {target} = {value};"
+
     def emptyPrinter(self, expr: sympy.Basic) -> str:
         raise UnprintableError(f"{type(expr).__name__} has no fused CPU form")
 

@@ -24,6 +24,7 @@ from symgrad.backends.python.contexts import as_template_variables
 from symgrad.backends.python.module_context import inplace_context, module_context
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.backends.statements import condition_temporaries, small_symbols, temporary_names
+from symgrad.backends.triton.kernels import triton_kernels
 from symgrad.errors import SpecError
 
 # black's stable style only changes in its yearly January release, which pyproject pins.
@@ -68,6 +69,9 @@ def render_module(derived: Derived, provenance: Provenance, *, formatted: bool =
     module = _template("function.py.jinja").render(as_template_variables(context))
     if variant is not None:
         module += _template("function.py.jinja").render(as_template_variables(variant))
+    kernels = triton_kernels(derived)
+    if kernels is not None:
+        module += _template("triton.py.jinja").render(as_template_variables(kernels))
     return _format(module) if formatted else module
 
 

@@ -1,0 +1,1 @@
+"""Triton kernels for `mode: fused` in the Python target, from the C++ loops' forms."""

@@ -1,0 +1,115 @@
+"""The Triton kernels of `mode: fused` (Note [Triton kernels]), run by Triton's interpreter
+on CPU tensors: values and gradients against the Function's, a per-channel broadcast
+input, sizes not a multiple of the block, float32 and bfloat16, and double backward."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import dataclasses, torch
+import symgrad.api as api
+def make_spec(name):
+    if name in ("softplus", "screened"):  # log1p by Goldberg; a backward that reads y
+        formula = "softplus(x)" if name == "softplus" else "4 * (x**-12 - x**-6) * exp(-x / 2)"
+        made = {"name": "Case", "inputs": {"x": "tensor"}, "outputs": {"y": formula}}
+        return dataclasses.replace(api.spec_from_dict(made), mode="fused", module=name)
+    return dataclasses.replace(api.load_spec(f"examples/{name}.yaml"), mode="fused")
+for name, channels in (("mish_fused", 0), ("swish", 1027), ("softplus", 0), ("screened", 0)):
+    spec = make_spec(name)
+    module = api.load_module(spec)
+    fused, plain = getattr(module, spec.module), getattr(module, "_plain_" + spec.module)
+    for dtype, tol, gtol in ((torch.float32, 1e-5, 1e-4), (torch.bfloat16, 1e-2, 2e-2)):
+        x = torch.randn(3, 1027) * 8 if name != "screened" else torch.rand(3, 1027) + 0.8
+        args = [x.to(dtype).requires_grad_()]
+        if channels:
+            args.append((torch.rand(channels, dtype=dtype) + 0.5).requires_grad_())
+        y = fused(*args)
+        assert "triton" in type(y.grad_fn).__name__, type(y.grad_fn).__name__
+        # The reference: the Function in float64 on the same (rounded) inputs.
+        exact = [a.detach().double().requires_grad_() for a in args]
+        reference = plain(*exact)
+        torch.testing.assert_close(y.double(), reference, atol=tol, rtol=tol)
+        g = torch.randn_like(y)
+        wanted = torch.autograd.grad(reference, exact, g.double())
+        # In bfloat16 the stored values are rounded as eager's are: at most twice its error.
+        eager = torch.autograd.grad(plain(*args), args, g)
+        for a, b, e in zip(torch.autograd.grad(y, args, g), wanted, eager):
+            scale = max(1.0, b.abs().max().item())
+            if dtype == torch.float32:
+                torch.testing.assert_close(a.double(), b, atol=gtol * scale, rtol=gtol)
+            else:
+                bound = max(2 * (e.double() - b).abs().max().item(), gtol * scale)
+                assert (a.double() - b).abs().max().item() <= bound, name
+    x = (torch.rand(2, channels or 5) + 0.8).requires_grad_()
+    rest = [torch.rand(channels) + 0.5] if channels else []
+    (gx,) = torch.autograd.grad(fused(x, *rest).sum(), x, create_graph=True)
+    (gp,) = torch.autograd.grad(plain(x, *rest).sum(), x, create_graph=True)
+    second = [torch.autograd.grad(g.sum(), x)[0] for g in (gx, gp)]
+    torch.testing.assert_close(*second)
+print("ok")
+"""
+
+
+def _run(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The script in a fresh interpreter: TRITON_INTERPRET is read when triton is imported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **environment}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_kernels_match_the_function_in_the_interpreter() -> None:
+    result = _run({"TRITON_INTERPRET": "1", "SYMGRAD_TRITON_CPU": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_cpu_tensors_keep_the_function_without_the_opt_in() -> None:
+    result = _run({"TRITON_INTERPRET": "1", "SYMGRAD_TRITON_CPU": "0"})
+    assert result.returncode != 0
+    assert "AssertionError: MishFusedBackward" in result.stderr
+
+
+def test_specs_outside_the_slice_get_no_kernels() -> None:
+    import symgrad.api as api
+    from symgrad.ad.derive import derive
+    from symgrad.backends.triton.kernels import triton_kernels
+
+    spec = api.load_spec(ROOT / "examples/huber_loss.yaml")
+    assert triton_kernels(derive(dataclasses.replace(spec, mode="fused"))) is None
+    assert triton_kernels(derive(api.load_spec(ROOT / "examples/swish.yaml"))) is None
+
+
+def test_the_module_imports_and_runs_without_triton() -> None:
+    script = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import torch, dataclasses, symgrad.api as api\n"
+        "spec = api.load_spec('examples/mish_fused.yaml')\n"
+        "module = api.load_module(spec)\n"
+        "x = torch.randn(3, requires_grad=True)\n"
+        "y = module.mish_fused(x)\n"
+        "assert module.triton is None and type(y.grad_fn).__name__ == 'MishFusedBackward'\n"
+        "torch.testing.assert_close(y, torch.nn.functional.mish(x))\n"
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TRITON_INTERPRET": "1",
+        "SYMGRAD_TRITON_CPU": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
