@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
         for name in arguments.cases:
             module = _module(name)
             fused, eager = getattr(module, f"bench_{name}"), EAGER[name]
-            compiled = eager if arguments.dry_run else torch.compile(eager)
+            # dynamic: one compile per case and dtype, not one per size
+            compiled = eager if arguments.dry_run else torch.compile(eager, dynamic=True)
             for n in sizes:
                 args = _inputs(name, n, dtype, device)
                 row: dict[str, Any] = {
@@ -169,8 +170,13 @@ def main(argv: list[str] | None = None) -> None:
                 row["copy_gb_s"] = bandwidth / 1e9
                 rows.append(row)
                 print(row, flush=True)
-    arguments.out.mkdir(parents=True, exist_ok=True)
-    with open(arguments.out / "triton_gpu.csv", "w", newline="") as stream:
+                _write(rows, arguments.out, gpu)  # each row as it comes: a run cut short keeps it
+
+
+def _write(rows: list[dict[str, Any]], out: Path, gpu: str) -> None:
+    """The table so far, as csv and markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "triton_gpu.csv", "w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         + " |"
         for r in rows
     ]
-    (arguments.out / "triton_gpu.md").write_text("\n".join(lines) + "\n")
+    (out / "triton_gpu.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
