@@ -16,6 +16,11 @@ if not torch.cuda.is_available():
 
 import symgrad.api as api
 
+# Importing inductor (torch.compile) in torch 2.11 warns of its own torch.jit use.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+)
+
 CASES = {
     "mish": ({"x": "tensor"}, "x * tanh(softplus(x))"),
     "softplus": ({"x": "tensor"}, "softplus(x)"),
