@@ -75,7 +75,7 @@ def test_vq_distances_match_vqvae_and_autograd_of_it() -> None:
 def test_vq_distances_contract_and_never_build_an_outer_product() -> None:
     """Forward, backward and jvp each contract with einsum; nothing [N, K, D] is made."""
     source = generate(load_spec(REPO_ROOT / "examples" / "vq_distances.yaml"))["vq_distances.py"]
-    function = source[source.index("class VQDistances(") : source.index("# Function.apply")]
+    function = source[source.index("class VQDistances(") : source.index("# Function.apply binds")]
     assert function.count('torch.einsum("nd,kd->nk", ') == 3  # forward, two jvp terms
     assert 'torch.einsum("nk,kd->nd", ' in function  # grad x = g @ codebook
     assert 'torch.einsum("nk,nd->kd", ' in function  # grad codebook = g^T @ x

@@ -137,7 +137,9 @@ def test_gather_of_expressions_jvp_matches_autograd() -> None:
 def test_the_adjoint_is_torchs_scatter_add_without_one_hot() -> None:
     source = generate(spec_from_dict(THRESHOLD))["gathered_threshold.py"]
     assert ".scatter_add(1, k, " in source
-    function = source[source.index("class GatheredThreshold(") : source.index("# Function.apply")]
+    function = source[
+        source.index("class GatheredThreshold(") : source.index("# Function.apply binds")
+    ]
     assert "one_hot" not in function
     assert not any(line.lstrip().startswith("for ") for line in function.splitlines())
 
