@@ -144,7 +144,7 @@ def function_context(
         returns=tuple(returns),
         uses_shape_facts=bool(derived.shape_facts),
         op_schema=_schema(derived, parameters),
-        op_return=_op_return(len(spec.outputs)),
+        op_return=op_return(len(spec.outputs)),
         forward_values=namer.fresh("values"),
         forward_kernel=namer.fresh(f"{spec.module}_forward"),
         fused_requested=spec.mode == "fused",
@@ -252,7 +252,8 @@ def _schema(derived: Derived, parameters: tuple[Parameter, ...]) -> str:
     return f"{spec.module}({arguments}) -> {returns}"
 
 
-def _op_return(count: int) -> str:
+def op_return(count: int) -> str:
+    """The C++ return type of an operator with `count` tensor outputs."""
     return (
         "at::Tensor"
         if count == 1

@@ -17,7 +17,7 @@ import textwrap
 from symgrad.backends.base import GeneratedFiles, Provenance
 from symgrad.backends.cpp import render
 from symgrad.backends.cpp.contexts import LoaderContext
-from symgrad.backends.cpp.module import INPUT_TYPES, comment_header
+from symgrad.backends.cpp.module import INPUT_TYPES, comment_header, op_return
 
 # The module, not its names: symgrad.backends.python imports this package (through the
 # Triton kernels' loop forms) while its options module is still being initialised.
@@ -126,8 +126,7 @@ def _call(variant_spec: Spec, spec: Spec) -> str:
     """The typed dispatcher call of a variant's operator with the spec's arguments."""
     optional = {i.name for i in spec.inputs if i.optional}
     types = ", ".join(_CPP_TYPES[i.type][0] for i in variant_spec.inputs)
-    count = len(variant_spec.outputs)
-    returns = "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
+    returns = op_return(len(variant_spec.outputs))
     arguments = ", ".join(
         f"*{i.name}" if i.name in optional else i.name for i in variant_spec.inputs
     )
@@ -142,7 +141,7 @@ def _dispatcher(spec: Spec, variants: python_options.Variants) -> str:
     """The dispatcher's namespace: the choices checked, the variant's operator called."""
     module, namespace = spec.module, f"symgrad_{spec.module}"
     count = len(spec.outputs)
-    returns = "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
+    returns = op_return(count)
     lines = [f"namespace {namespace} {{", ""]
     lines += [f"// {line}" for line in textwrap.wrap(escape_comment(spec.doc or summary(spec)), 84)]
     parameters = ", ".join(_cpp_parameter(i) for i in spec.inputs)
@@ -184,10 +183,9 @@ def _loader(
     loaders = [loader for _, loader, _ in parts]
     names = [spec.name, spec.module]
     more = []
-    for variant, _ in variants:
+    for (variant, _), loader in zip(variants, loaders, strict=True):
         own = variant.spec
         names += [own.name, own.module]
-        loader = next(each for each in loaders if each.module == own.module)
         signature = ", ".join(loader.parameters)
         call = f"_operator_{own.module}({', '.join(loader.arguments)})"
         more += [
