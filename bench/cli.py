@@ -93,7 +93,13 @@ def _run(args: argparse.Namespace, device: torch.device, cases: tuple[Case, ...]
     """Run the cases, then the scaling run and primitive costs."""
     torch.set_num_threads(args.threads)
     settings = Settings(
-        device, _ints(args.sizes), args.repeats, args.warmup, not args.no_compile, _cpp(args.cpp)
+        device,
+        _ints(args.sizes),
+        args.repeats,
+        args.warmup,
+        not args.no_compile,
+        _cpp(args.cpp),
+        getattr(torch, args.dtype),
     )
     results = run_cases(cases, settings)
     results.scaling = _scaling(args)
@@ -114,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--cases",
         help=f"comma-separated, or 'none' (default all: {','.join(c.name for c in CASES)})",
+    )
+    add(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="the floating inputs' dtype (default float32)",
     )
     add("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     add(
@@ -202,7 +214,7 @@ def _header(
     """The report's title, machine, command and settings lines."""
     words = sys.argv[1:] if argv is None else list(argv)
     settings = (
-        f"float32, {args.repeats} timed rounds after {args.warmup} warm-up rounds, "
+        f"{args.dtype}, {args.repeats} timed rounds after {args.warmup} warm-up rounds, "
         f"CPU heap: {heap}"
     )
     return Header(

@@ -37,7 +37,7 @@ DEFINITIONS = """\
   which changes between rounds, cancels. **noise** is the largest interquartile range
   of an alternative's timings over its median.
 - **Time**: one step is `out = f(*inputs)` and `torch.autograd.grad(out, inputs, grad_out)`
-  in float32 on pre-allocated inputs; after the warm-up (which also compiles), the
+  in the settings' dtype on pre-allocated inputs; after the warm-up (which also compiles), the
   alternatives are timed round-robin in a rotating order, and the median is reported. CPU
   time is wall clock; CUDA time is CUDA events around the step. On CPU, glibc is told to
   keep freed memory for reuse (`--malloc reuse`, the default), so large tensors do not pay

@@ -60,6 +60,8 @@ class Settings:
     compile: bool
     # The C++ target's columns to build and time (cpp: ATen operations; cpp_fused).
     cpp: tuple[str, ...] = ()
+    # The floating inputs' dtype (the cases make float32; others are cast from it).
+    dtype: torch.dtype = torch.float32
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def _compile_first_call(case: Case, settings: Settings) -> float:
     reset again: the compile column compiles anew in its warm-up, with the usual cache.
     """
     _start_inductor(settings.device)
-    inputs, grad = _inputs(case, settings.sizes[0], settings.device)
+    inputs, grad = _inputs(case, settings.sizes[0], settings.device, settings.dtype)
     with fresh_cache():
         torch._dynamo.reset()
         compiled = functools.partial(_compiled(case.reference), **case.numbers)
@@ -269,7 +271,7 @@ def _measure_size(
     case: Case, functions: dict[str, Fn], elements: int, settings: Settings
 ) -> tuple[dict[str, Measurement], int]:
     """Time all alternatives interleaved at one size, then measure their memory."""
-    inputs, grad = _inputs(case, elements, settings.device)
+    inputs, grad = _inputs(case, elements, settings.device, settings.dtype)
     steps = {name: make_step(fn, inputs, grad) for name, fn in functions.items()}
     errors = _errors(functions, inputs, grad)
     samples = time_interleaved(steps, settings.repeats, settings.warmup, settings.device)
@@ -287,14 +289,21 @@ def _measure_size(
 
 
 def _inputs(
-    case: Case, elements: int, device: torch.device
+    case: Case, elements: int, device: torch.device, dtype: torch.dtype = torch.float32
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """The case's seeded inputs at one size, and a random gradient for its output."""
+    """The case's seeded inputs at one size in `dtype`, and a random gradient for its output."""
     torch.manual_seed(0)
-    inputs = case.make_inputs(elements, device)
+    inputs = tuple(_cast(t, dtype) for t in case.make_inputs(elements, device))
     with torch.no_grad():
         grad = torch.randn_like(case.reference(*inputs, **case.numbers))
     return inputs, grad
+
+
+def _cast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A floating input in `dtype`, a leaf again with its requires_grad (others as they are)."""
+    if not tensor.is_floating_point() or tensor.dtype == dtype:
+        return tensor
+    return tensor.detach().to(dtype).requires_grad_(tensor.requires_grad)
 
 
 def _errors(

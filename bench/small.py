@@ -66,13 +66,17 @@ class SmallRow:
     ratios: dict[str, float]
 
 
-def small_inputs(case: Case, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-    """The case's float32 inputs for a leading input of `shape` (seeded)."""
+def small_inputs(
+    case: Case, shape: tuple[int, ...], device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    """The case's float32 inputs for a leading input of `shape` (seeded), on `device`."""
     torch.manual_seed(0)
     low, high = _FIRST.get(case.name, (-3.0, 3.0))
-    first = torch.empty(shape).uniform_(low, high).requires_grad_()
+    first = torch.empty(shape).uniform_(low, high)
     extra = [_extra(kind, lo, hi, shape) for kind, lo, hi in _EXTRA.get(case.name, ())]
-    return (first, *extra)
+    return tuple(
+        t.to(device).requires_grad_(t.requires_grad) for t in (first.requires_grad_(), *extra)
+    )
 
 
 def _extra(kind: str, low: float, high: float, shape: tuple[int, ...]) -> torch.Tensor:
@@ -103,8 +107,14 @@ def _bound(fn: Callable[..., torch.Tensor], case: Case) -> Callable[..., torch.T
     return lambda *tensors: fn(*tensors, **numbers)
 
 
-def paired_rounds(steps: dict[str, Step], rounds: int, batch: int) -> dict[str, list[float]]:
-    """Seconds per step of each, per round: a batch of each, rotating which goes first."""
+def paired_rounds(
+    steps: dict[str, Step], rounds: int, batch: int, device: str = "cpu"
+) -> dict[str, list[float]]:
+    """Seconds per step of each, per round: a batch of each, rotating which goes first.
+
+    On CUDA the batch ends with a synchronize, so queued kernels are part of its time.
+    """
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     names = list(steps)
     for name in names:
         for _ in range(batch):
@@ -116,19 +126,22 @@ def paired_rounds(steps: dict[str, Step], rounds: int, batch: int) -> dict[str, 
             start = time.perf_counter()
             for _ in range(batch):
                 step()
+            sync()
             samples[name].append((time.perf_counter() - start) / batch)
     return samples
 
 
-def measure_case(case: Case, workdir: Path, rounds: int, batch: int) -> list[SmallRow]:
+def measure_case(
+    case: Case, workdir: Path, rounds: int, batch: int, device: str = "cpu"
+) -> list[SmallRow]:
     """The case's rows, one per shape of SHAPES."""
     functions = alternatives(case, workdir)
     rows = []
     for shape in SHAPES:
-        inputs = small_inputs(case, shape)
+        inputs = small_inputs(case, shape, device)
         grad = torch.ones_like(functions["handwritten"](*inputs))
         steps = {name: make_step(fn, inputs, grad) for name, fn in functions.items()}
-        samples = paired_rounds(steps, rounds, batch)
+        samples = paired_rounds(steps, rounds, batch, device)
         base = samples["handwritten"]
         micros = {name: 1e6 * statistics.median(times) for name, times in samples.items()}
         ratios = {
@@ -140,12 +153,12 @@ def measure_case(case: Case, workdir: Path, rounds: int, batch: int) -> list[Sma
     return rows
 
 
-def render(rows: Sequence[SmallRow], command: str) -> str:
+def render(rows: Sequence[SmallRow], command: str, device: str = "cpu") -> str:
     """The markdown table, with the machine and the command that produced it."""
     lines = [
-        "# Per-call cost at small sizes: forward+backward, float32, one thread",
+        f"# Per-call cost at small sizes: forward+backward, float32, one thread, {device}",
         "",
-        f"Machine: {describe(torch.device('cpu'), 1)}. Command: `{command}`.",
+        f"Machine: {describe(torch.device(device), 1)}. Command: `{command}`.",
         "",
         "Median microseconds per step; in brackets the median over paired interleaved rounds",
         "of the time over the hand-written Function's (bench/handwritten.py). Target:",
@@ -179,18 +192,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=41, help="paired rounds per row")
     parser.add_argument("--batch", type=int, default=50, help="steps per timed batch")
     parser.add_argument("--cases", default=None, help="comma-separated case names")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--output", help=f"where to write (default {SCRATCH})")
     args = parser.parse_args(argv)
+    if args.save and args.output:
+        parser.error("--save writes the committed table; it takes no --output")
     torch.set_num_threads(1)
     names = tuple(args.cases.split(",")) if args.cases else None
     rows: list[SmallRow] = []
     with tempfile.TemporaryDirectory() as workdir:
         for case in select_cases(names):
-            rows += measure_case(case, Path(workdir), args.rounds, args.batch)
+            rows += measure_case(case, Path(workdir), args.rounds, args.batch, args.device)
             print(_row(rows[-2]) + "\n" + _row(rows[-1]), file=sys.stderr)
     command = "python -m bench.small " + " ".join(argv if argv is not None else sys.argv[1:])
-    output = RESULTS if args.save else SCRATCH
+    output = RESULTS if args.save else Path(args.output or SCRATCH)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render(rows, command.strip()), encoding="utf-8")
+    output.write_text(render(rows, command.strip(), args.device), encoding="utf-8")
     print(f"bench.small: wrote {output}", file=sys.stderr)
     return 0
 

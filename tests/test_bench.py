@@ -301,3 +301,12 @@ def test_small_table_runs_and_renders(tmp_path: Path) -> None:
     assert set(rows[0].ratios) == {"generated", "builtin"}
     text = render(rows, "python -m bench.small")
     assert "| huber | [512, 64] |" in text
+
+
+def test_inputs_are_cast_to_the_dtype_asked_for_and_stay_leaves() -> None:
+    from bench.runner import _inputs
+
+    case = cases.select_cases(("huber",))[0]
+    (x, target), grad = _inputs(case, 64, torch.device("cpu"), torch.bfloat16)
+    assert (x.dtype, target.dtype, grad.dtype) == (torch.bfloat16,) * 3
+    assert x.is_leaf and x.requires_grad and not target.requires_grad
