@@ -5,7 +5,8 @@
 #   2. the Triton table (bench/triton_gpu.py: eager, torch.compile, fused at 1e6-1e8);
 #   3. the CUDA bench of every case in float32 and bfloat16 at 1e6 and 1e7 (eager,
 #      generated, fused, builtin), without torch.compile (step 2 has it);
-#   4. the small-size table on CUDA (bench/small.py --device cuda).
+#   4. a kernel profile of the cases that were slower than eager before (bench/profile_cases.py);
+#   5. the small-size table on CUDA (bench/small.py --device cuda).
 # In the background, niced, the 4-thread CPU table with the C++ fused loops, in two
 # processes of four cases each (the machine has cores to spare; the C++ builds dominate).
 #
@@ -42,6 +43,8 @@ for dtype in float32 bfloat16; do
     --repeats 5 --no-primitives --no-compile --output "$OUT/bench_cuda_$dtype.md" \
     > "$OUT/bench_cuda_$dtype.log" 2>&1
 done
+timeout "${PROFILE_S:-60}" python3 -m bench.profile_cases --device cuda --out "$OUT" \
+  --cases swish_beta,layer_norm,rms_norm,huber,screened_lj > "$OUT/profile.log" 2>&1
 timeout "${SMALL_S:-60}" python3 -m bench.small --device cuda --rounds 7 --batch 20 \
   --output "$OUT/small_cuda.md" > "$OUT/small_cuda.log" 2>&1
 wait

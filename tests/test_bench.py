@@ -310,3 +310,13 @@ def test_inputs_are_cast_to_the_dtype_asked_for_and_stay_leaves() -> None:
     (x, target), grad = _inputs(case, 64, torch.device("cpu"), torch.bfloat16)
     assert (x.dtype, target.dtype, grad.dtype) == (torch.bfloat16,) * 3
     assert x.is_leaf and x.requires_grad and not target.requires_grad
+
+
+def test_profile_tables_name_the_kernels_of_both_alternatives() -> None:
+    from bench.profile_cases import profile_case
+
+    case = cases.select_cases(("silu",))[0]
+    text = profile_case(case, 256, torch.device("cpu"), torch.float32)
+    assert text.count("```") == 4
+    assert "aten::silu" in text.split("### generated")[1]
+    assert "aten::sigmoid" in text.split("### generated")[0]
