@@ -25,6 +25,72 @@
 #include <vector>
 #include <optional>
 
+namespace symgrad_liger_kl_div {
+
+// The helpers the variants below share: each variant's `detail` uses them.
+namespace detail {
+
+// Sum `grad` over the dimensions that broadcasting added to the input.
+inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
+  if (!grad.defined() || grad.sizes() == shape) {
+    return grad;
+  }
+  // A gradient smaller than the input (a constant branch) is expanded to it first.
+  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
+  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
+      .sum_to_size(shape);
+}
+
+// `value` broadcast over `frame`, then summed back to `shape`.
+inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
+                         at::IntArrayRef frame) {
+  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
+  return full.sizes() == shape ? full : full.sum_to_size(shape);
+}
+
+// The dims a reduction over `dims` combines: every dim when `dims` is empty.
+inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
+  std::vector<bool> reduced(rank, dims.empty());
+  if (rank == 0) {
+    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
+  }
+  for (const int64_t dim : dims) {
+    reduced[((dim % rank) + rank) % rank] = true;
+  }
+  return reduced;
+}
+
+// The shape of a reduction over `dims` (every dim when empty) of `shape`.
+inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
+                                          const std::vector<int64_t>& dims,
+                                          bool keepdim) {
+  const std::vector<bool> reduced =
+      reduced_dims(static_cast<int64_t>(shape.size()), dims);
+  std::vector<int64_t> result;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!reduced[i]) {
+      result.push_back(shape[i]);
+    } else if (keepdim) {
+      result.push_back(1);
+    }
+  }
+  return result;
+}
+
+// How many elements a reduction over `dims` (every dim when empty) combines.
+inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
+  const std::vector<bool> reduced =
+      reduced_dims(static_cast<int64_t>(shape.size()), dims);
+  int64_t count = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    count *= reduced[i] ? shape[i] : 1;
+  }
+  return count;
+}
+
+}  // namespace detail
+}  // namespace symgrad_liger_kl_div
+
 //
 // Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by `reduction`.
 //
@@ -46,16 +112,8 @@ namespace symgrad_liger_kl_div_none {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -157,16 +215,8 @@ namespace symgrad_liger_kl_div_none_log_target {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -275,63 +325,8 @@ namespace symgrad_liger_kl_div_sum {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -437,63 +432,8 @@ namespace symgrad_liger_kl_div_sum_log_target {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -605,63 +545,8 @@ namespace symgrad_liger_kl_div_mean {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -770,63 +655,8 @@ namespace symgrad_liger_kl_div_mean_log_target {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -944,63 +774,8 @@ namespace symgrad_liger_kl_div_batchmean {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 
@@ -1122,63 +897,8 @@ namespace symgrad_liger_kl_div_batchmean_log_target {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
-
-// `value` broadcast over `frame`, then summed back to `shape`.
-inline at::Tensor sum_to(const at::Tensor& value, at::IntArrayRef shape,
-                         at::IntArrayRef frame) {
-  const at::Tensor full = value.sizes() == frame ? value : value.expand(frame);
-  return full.sizes() == shape ? full : full.sum_to_size(shape);
-}
-
-// The dims a reduction over `dims` combines: every dim when `dims` is empty.
-inline std::vector<bool> reduced_dims(int64_t rank, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(rank, dims.empty());
-  if (rank == 0) {
-    return reduced;  // a 0-d tensor has no dim to reduce (dims 0 and -1 name none)
-  }
-  for (const int64_t dim : dims) {
-    reduced[((dim % rank) + rank) % rank] = true;
-  }
-  return reduced;
-}
-
-// The shape of a reduction over `dims` (every dim when empty) of `shape`.
-inline std::vector<int64_t> reduced_shape(at::IntArrayRef shape,
-                                          const std::vector<int64_t>& dims,
-                                          bool keepdim) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  std::vector<int64_t> result;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (!reduced[i]) {
-      result.push_back(shape[i]);
-    } else if (keepdim) {
-      result.push_back(1);
-    }
-  }
-  return result;
-}
-
-// How many elements a reduction over `dims` (every dim when empty) combines.
-inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
-  const std::vector<bool> reduced =
-      reduced_dims(static_cast<int64_t>(shape.size()), dims);
-  int64_t count = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    count *= reduced[i] ? shape[i] : 1;
-  }
-  return count;
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_liger_kl_div::detail;
 
 }  // namespace detail
 

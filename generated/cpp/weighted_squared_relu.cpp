@@ -18,6 +18,25 @@
 #include <vector>
 #include <optional>
 
+namespace symgrad_weighted_squared_relu {
+
+// The helpers the variants below share: each variant's `detail` uses them.
+namespace detail {
+
+// Sum `grad` over the dimensions that broadcasting added to the input.
+inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
+  if (!grad.defined() || grad.sizes() == shape) {
+    return grad;
+  }
+  // A gradient smaller than the input (a constant branch) is expanded to it first.
+  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
+  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
+      .sum_to_size(shape);
+}
+
+}  // namespace detail
+}  // namespace symgrad_weighted_squared_relu
+
 //
 // Megatron-LM's weighted squared ReLU, soft-clamped when clamp_scale is given.
 //
@@ -41,16 +60,8 @@ namespace symgrad_weighted_squared_relu_plain {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_weighted_squared_relu::detail;
 
 }  // namespace detail
 
@@ -161,16 +172,8 @@ namespace symgrad_weighted_squared_relu_clamp_scale {
 // neither ATen's functions of the same name (argument-dependent lookup) nor the spec's.
 namespace detail {
 
-// Sum `grad` over the dimensions that broadcasting added to the input.
-inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
-  if (!grad.defined() || grad.sizes() == shape) {
-    return grad;
-  }
-  // A gradient smaller than the input (a constant branch) is expanded to it first.
-  const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
-  return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
-      .sum_to_size(shape);
-}
+// The helpers every variant of the spec uses, defined once before the first variant.
+using namespace ::symgrad_weighted_squared_relu::detail;
 
 }  // namespace detail
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from symgrad.backends.cpp.cpu_forms import CpuForm
 from symgrad.backends.cpp.fused import FusedLoops
@@ -34,6 +34,23 @@ class CpuHelper:
     # The tensors it reads, `x` or `grad, x`.
     arguments: str
     form: CpuForm
+
+
+@dataclass(frozen=True)
+class CommonHelpers:
+    """Which of the helpers every Function may define (templates/cpp/helpers.cpp.jinja)
+    a Function uses."""
+
+    several_outputs: bool = False
+    uses_unsqueeze_last: bool = False
+    uses_shape_facts: bool = False
+    cpu_forms: bool = False
+
+    def __or__(self, other: CommonHelpers) -> CommonHelpers:
+        """The helpers either uses: what one namespace shared by both must define."""
+        return CommonHelpers(
+            *(a or b for a, b in zip(astuple(self), astuple(other), strict=True))
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,19 @@ class FunctionContext:
     # before the operator registrations (one TORCH_LIBRARY block holds both operators).
     variant: FunctionContext | None = None
     variant_code: str = ""
+    # A variant of a spec with options: the namespace that holds the helpers all variants
+    # share (symgrad.backends.cpp.options), which its own `detail` then uses; "" otherwise.
+    shared_helpers: str = ""
+
+    @property
+    def common_helpers(self) -> CommonHelpers:
+        """The common helpers this Function calls."""
+        return CommonHelpers(
+            self.several_outputs,
+            self.uses_unsqueeze_last,
+            self.uses_shape_facts,
+            bool(self.cpu_helpers),
+        )
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,13 @@ torch.compile and vmap see the variant's own operator.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 import textwrap
 
 from symgrad.backends.base import GeneratedFiles, Provenance
 from symgrad.backends.cpp import render
-from symgrad.backends.cpp.contexts import LoaderContext
+from symgrad.backends.cpp.contexts import CommonHelpers, LoaderContext
 from symgrad.backends.cpp.module import INPUT_TYPES, comment_header, op_return
 
 # The module, not its names: symgrad.backends.python imports this package (through the
@@ -38,7 +40,10 @@ def render_options(
     spec: Spec, variants: python_options.Variants, provenance: Provenance
 ) -> GeneratedFiles:
     """One C++ source and its loader, a test per variant and the dispatcher's test."""
-    parts = [render.render_parts(derived, provenance) for _, derived in variants]
+    shared = _shared_namespace(spec)
+    rendered = [render.render_parts(d, provenance, f"::{shared}") for _, d in variants]
+    parts = [(source, loader, test) for source, loader, test, _ in rendered]
+    common = functools.reduce(operator.or_, (helpers for *_, helpers in rendered))
     lines = comment_header(spec.source, provenance)
     sources = [_body(source, len(lines)) for source, _, _ in parts]
     includes = list(dict.fromkeys(i for included, _ in sources for i in included))
@@ -50,6 +55,7 @@ def render_options(
             *includes,
             "#include <optional>",
             "",
+            _shared_helpers(shared, common),
             *(body for _, body in sources),
             _dispatcher(spec, variants),
         ]
@@ -74,6 +80,23 @@ def _about(spec: Spec, variants: python_options.Variants) -> list[str]:
     lines += ["options select; each variant below is its own operator and namespace:"]
     lines += [f"    {line}" for line in python_options.describe_variants(variants)]
     return lines
+
+
+def _shared_namespace(spec: Spec) -> str:
+    """The namespace of the helpers every variant uses: `detail` in the spec's own
+    (`detail_` where the dispatcher, named after the module, is called `detail`)."""
+    return f"symgrad_{spec.module}::detail{'_' if spec.module == 'detail' else ''}"
+
+
+def _shared_helpers(shared: str, common: CommonHelpers) -> str:
+    """The helpers every variant uses, defined once (each variant's `detail` uses them)."""
+    outer, inner = shared.split("::")
+    lines = [f"namespace {outer} {{", ""]
+    lines += ["// The helpers the variants below share: each variant's `detail` uses them."]
+    lines += [f"namespace {inner} {{", ""]
+    lines += [render.render_common_helpers(common).strip("\n"), ""]
+    lines += [f"}}  // namespace {inner}", f"}}  // namespace {outer}", ""]
+    return "\n".join(lines)
 
 
 def _body(source: str, header_lines: int) -> tuple[list[str], str]:

@@ -30,7 +30,7 @@ from symgrad.backends.base import (
     UnprintableError,
 )
 from symgrad.backends.cpp import names
-from symgrad.backends.cpp.contexts import LoaderContext
+from symgrad.backends.cpp.contexts import CommonHelpers, LoaderContext
 from symgrad.backends.cpp.module import function_context, inplace_context, python_parameter
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.python import test_context as tests
@@ -51,7 +51,7 @@ class ClangFormatMissingError(BackendUnavailableError):
 
 def render(derived: Derived, provenance: Provenance) -> GeneratedFiles:
     """Print the C++ Function, its loader and its test for `derived`, formatted."""
-    source, loader, test = render_parts(derived, provenance)
+    source, loader, test, _ = render_parts(derived, provenance)
     module = derived.spec.module
     return GeneratedFiles(
         module,
@@ -79,9 +79,14 @@ def render_loader(loader: LoaderContext, more: str = "") -> str:
 
 
 def render_parts(
-    derived: Derived, provenance: Provenance
-) -> tuple[str, LoaderContext, TestContext]:
-    """The C++ source of `derived` (not yet formatted), its loader's and its test's contexts."""
+    derived: Derived, provenance: Provenance, shared_helpers: str = ""
+) -> tuple[str, LoaderContext, TestContext, CommonHelpers]:
+    """The C++ source of `derived` (not yet formatted), its loader's and its test's contexts,
+    and the common helpers it calls.
+
+    With `shared_helpers`, the common helpers are not defined but used from that namespace
+    (a variant of a spec with options: symgrad.backends.cpp.options).
+    """
     spec = derived.spec
     namer = Namer(derived.names)
     printer = AtenPrinter(
@@ -92,6 +97,7 @@ def render_parts(
     try:
         variant = inplace_context(derived, printer, namer, provenance, detail)
         context = function_context(derived, printer, namer, provenance, detail)
+        context = dataclasses.replace(context, shared_helpers=shared_helpers)
         if variant is not None:
             variant = dataclasses.replace(
                 variant, forward_kernel=namer.fresh(f"{variant.function_name}_forward")
@@ -113,7 +119,14 @@ def render_parts(
         fused=context.fused is not None,
         parallel=context.fused is not None or bool(context.cpu_helpers),
     )
-    return source, loader, test
+    return source, loader, test, context.common_helpers
+
+
+def render_common_helpers(helpers: CommonHelpers) -> str:
+    """The common helpers `helpers` names, as function.cpp.jinja defines them."""
+    module = _template("helpers.cpp.jinja").module
+    text: str = module.common(*dataclasses.astuple(helpers))  # type: ignore[attr-defined]
+    return text
 
 
 def _loader_context(
