@@ -99,6 +99,7 @@ def fused_loops(
     input_shapes: Mapping[str, str],
     detail: str = "",
     printer: VecPrinter | None = None,
+    store: bool = True,
 ) -> FusedLoops | None:
     """The fused loops of `derived` (Note [Fused loops]), or None where it has none.
 
@@ -106,6 +107,9 @@ def fused_loops(
     every element) or computes a condition as an output, and where some function has
     no Vectorized spelling. `detail` is the helpers' namespace (Note [Generated names]
     in symgrad.backends.cpp.names). `printer`: another spelling of the same loops (Triton's).
+    `store`: the forward loop stores calls or the derivative for the backward loop; without
+    it the backward loop recomputes everything from the inputs, as a device whose loops are
+    bound by memory traffic should (Note [Triton kernels] in symgrad.backends.triton).
     """
     spec = derived.spec
     if spec.mode != "fused" or not _fusible(derived):
@@ -125,15 +129,15 @@ def fused_loops(
     totals, unsqueezed = _unsqueezed_grads(totals, printer, namer)
     reduced = {o.symbol for o, how in zip(derived.outputs, summed, strict=True) if how}
     definitions = _definitions(derived, outputs, reduced)
-    saved = _saved_calls(totals, outputs, derived, definitions, namer)
-    if not saved:
+    saved = _saved_calls(totals, outputs, derived, definitions, namer) if store else {}
+    if not saved and store:
         # softplus: its backward's sigmoid is no call its forward makes, but both go
         # through exp(-|x|), which is then the call stored.
         outputs, totals = [through_exp(o) for o in outputs], [through_exp(t) for t in totals]
         definitions = _definitions(derived, outputs, reduced)
         saved = _saved_calls(totals, outputs, derived, definitions, namer)
     grad = next(iter(unsqueezed)) if reduced and unsqueezed else derived.backward[0].grad
-    factor = _derivative_factor(totals, derived, grad, reduced, bool(saved))
+    factor = _derivative_factor(totals, derived, grad, reduced, bool(saved)) if store else None
     if factor is None:
         totals = [t.xreplace(saved) for t in totals]
     else:
