@@ -116,6 +116,8 @@ class ModuleContext:
     forward_helpers: tuple[ForwardHelper, ...]
     # The helper running CPU forms block by block ("" when no helper has a CPU form).
     in_blocks: str
+    # Fewer elements than this run torch's kernel, not the CPU form (kernels.py).
+    cpu_form_min: int
     uses_reduced_shape: bool
     uses_count: bool
     uses_math: bool
@@ -147,7 +149,6 @@ class ModuleContext:
     output_parameter: str
     accumulate_helper: str
     # The template's own locals, named so that no spec name can shadow them.
-    local_function: str
     local_body: str
     local_error: str
     # Read only after a call failed, to say why: the inputs declared tensors, and the

@@ -52,7 +52,7 @@ def module_context(
     jvp = _jvp_context(derived, printer, names, namer)
     fused = _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None
     custom_op = custom_op_context(derived, namer) if spec.custom_op else None
-    local_function, local_body = namer.fresh("function"), namer.fresh("body")
+    local_body = namer.fresh("body")
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     local_error = namer.fresh("error")
@@ -91,6 +91,7 @@ def module_context(
         pullback_helpers=pullback_helpers,
         forward_helpers=forward_helpers,
         in_blocks=names.helpers["in_blocks"] if any(h.cpu for h in helpers) else "",
+        cpu_form_min=kernels.CPU_FORM_MIN_ELEMENTS,
         # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
@@ -123,7 +124,6 @@ def module_context(
         inputs_parameter=names.inputs_parameter,
         output_parameter=names.output_parameter,
         accumulate_helper=names.accumulate_helper,
-        local_function=local_function,
         local_body=local_body,
         local_error=local_error,
         tensor_inputs=tuple(i.name for i in spec.tensor_inputs),

@@ -37,6 +37,7 @@ class BackwardNames:
                 "fill_tangents",
                 "explain_call",
                 "apply",
+                "unwrap",
                 "unsqueeze_last",
                 *kernels.HELPER_ROLES,
             )
