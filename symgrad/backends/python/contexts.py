@@ -119,6 +119,8 @@ class ModuleContext:
     # Fewer elements than this run torch's kernel, not the CPU form (kernels.py).
     cpu_form_min: int
     uses_reduced_shape: bool
+    # A shape fact broadcasts shapes (the module then defines its own broadcast_shapes).
+    uses_broadcast_shapes: bool
     uses_count: bool
     uses_math: bool
     # The backward restores a dim -1 that a 0-d reduction may not have removed.

@@ -38,6 +38,7 @@ class BackwardNames:
                 "explain_call",
                 "apply",
                 "unwrap",
+                "broadcast_shapes",
                 "unsqueeze_last",
                 *kernels.HELPER_ROLES,
             )
