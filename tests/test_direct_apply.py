@@ -69,7 +69,7 @@ def test_forward_mode_dual_tensors_reach_the_jvp() -> None:
 
 
 def test_an_eager_call_keeps_nothing_for_the_jvp() -> None:
-    """Note [jvp on demand]: what the jvp reads is kept only under forward-mode AD."""
+    """What the jvp reads is kept only under forward-mode AD, not on every call."""
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
     assert not hasattr(mish(x).grad_fn, "tangent_shapes")
     with forward_ad.dual_level():
