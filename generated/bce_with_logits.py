@@ -42,6 +42,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _count(shape: torch.Size, dims: tuple[int, ...] | None) -> int:
     """How many elements a reduction over `dims` (every dim when None) combines."""
     count = 1
@@ -102,17 +114,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -144,12 +162,15 @@ class BCEWithLogits(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves):
         # log_sigmoid0, log_sigmoid1.
         ctx.save_for_backward(x, t, log_sigmoid0, log_sigmoid1)
-        ctx.save_for_forward(x, t)
-        ctx.output_shapes = (loss.shape, log_sigmoid0.shape, log_sigmoid1.shape)
-        ctx.tangent_shapes = (x.shape, t.shape)
-        _t0 = _count(torch.broadcast_shapes(t.shape, x.shape), None)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, t)
+            ctx.output_shapes = (loss.shape, log_sigmoid0.shape, log_sigmoid1.shape)
+            ctx.tangent_shapes = (x.shape, t.shape)
+        _t0 = _count(_broadcast_shapes(t.shape, x.shape), None)
         _t1 = x.shape
-        _t2 = torch.broadcast_shapes(t.shape, x.shape)
+        _t2 = _broadcast_shapes(t.shape, x.shape)
         _t3 = t.shape
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
@@ -225,12 +246,11 @@ def bce_with_logits(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of targets t against logits x, averaged over every
     element.
     """
-    function = (
-        _BCEWithLogitsTraceable if torch.compiler.is_compiling() else BCEWithLogits
-    )
     # The residuals (log_sigmoid0, log_sigmoid1) are for the backward only.
     try:
-        loss, log_sigmoid0, log_sigmoid1 = _apply(function, x, t)
+        loss, log_sigmoid0, log_sigmoid1 = _apply(
+            BCEWithLogits, _BCEWithLogitsTraceable, _unwrap(x), _unwrap(t)
+        )
         return loss
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -53,6 +53,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _expand_to(tangent: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """A tangent in the shape of its output (an input tangent may broadcast to it)."""
     return tangent if tangent.shape == shape else tangent.expand(shape)
@@ -98,17 +110,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -140,28 +158,31 @@ class BiasSwiGLU(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(_t0)
         ctx.input_shapes = (x.shape, bias.shape)
-        ctx.save_for_forward(_t0)
-        ctx.output_shapes = (out.shape, _t0.shape)
-        ctx.tangent_shapes = (x.shape, bias.shape)
-        _t1 = torch.broadcast_shapes(
-            torch.empty(torch.broadcast_shapes(bias.shape, x.shape), device="meta")
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(_t0)
+            ctx.output_shapes = (out.shape, _t0.shape)
+            ctx.tangent_shapes = (x.shape, bias.shape)
+        _t1 = _broadcast_shapes(
+            torch.empty(_broadcast_shapes(bias.shape, x.shape), device="meta")
             .chunk(2, -1)[0]
             .shape,
-            torch.empty(torch.broadcast_shapes(bias.shape, x.shape), device="meta")
+            torch.empty(_broadcast_shapes(bias.shape, x.shape), device="meta")
             .chunk(2, -1)[1]
             .shape,
         )
         _t2 = (
-            torch.empty(torch.broadcast_shapes(bias.shape, x.shape), device="meta")
+            torch.empty(_broadcast_shapes(bias.shape, x.shape), device="meta")
             .chunk(2, -1)[1]
             .shape
         )
         _t3 = (
-            torch.empty(torch.broadcast_shapes(bias.shape, x.shape), device="meta")
+            torch.empty(_broadcast_shapes(bias.shape, x.shape), device="meta")
             .chunk(2, -1)[0]
             .shape
         )
-        _t4 = torch.broadcast_shapes(bias.shape, x.shape)
+        _t4 = _broadcast_shapes(bias.shape, x.shape)
         ctx.shape_facts = (_t1, _t2, _t3, _t4)
 
     @staticmethod
@@ -229,10 +250,9 @@ class _BiasSwiGLUTraceable(BiasSwiGLU):
 
 def bias_swiglu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """SwiGLU of x + bias, its last dim cut in two halves y1, y2 -> silu(y1) * y2."""
-    function = _BiasSwiGLUTraceable if torch.compiler.is_compiling() else BiasSwiGLU
     # The residuals (_t0) are for the backward only.
     try:
-        out, _t0 = _apply(function, x, bias)
+        out, _t0 = _apply(BiasSwiGLU, _BiasSwiGLUTraceable, _unwrap(x), _unwrap(bias))
         return out
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -79,17 +79,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -112,9 +118,12 @@ class ClampProbs(torch.autograd.Function):
         (probs,) = inputs
         y = output
         ctx.save_for_backward(probs)
-        ctx.save_for_forward(probs)
-        ctx.output_shapes = (y.shape,)
-        ctx.tangent_shapes = (probs.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(probs)
+            ctx.output_shapes = (y.shape,)
+            ctx.tangent_shapes = (probs.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -153,9 +162,8 @@ def clamp_probs(probs: torch.Tensor) -> torch.Tensor:
     """pyro.distributions.util.clamp_probs, torch.finfo(probs.dtype).eps from the
     call's dtype.
     """
-    function = _ClampProbsTraceable if torch.compiler.is_compiling() else ClampProbs
     try:
-        return _apply(function, probs)
+        return _apply(ClampProbs, _ClampProbsTraceable, _unwrap(probs))
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "clamp_probs", {"probs": probs})

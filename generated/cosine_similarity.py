@@ -56,6 +56,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
     """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
     argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
@@ -128,17 +140,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -175,22 +193,21 @@ class CosineSimilarity(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(a, b, y, sqrt1, sqrt3)
         ctx.numbers = (eps,)
-        ctx.save_for_forward(a, b, y, sqrt1, sqrt3)
-        ctx.output_shapes = (y.shape, sqrt1.shape, sqrt3.shape)
-        ctx.tangent_shapes = (a.shape, b.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(a, b, y, sqrt1, sqrt3)
+            ctx.output_shapes = (y.shape, sqrt1.shape, sqrt3.shape)
+            ctx.tangent_shapes = (a.shape, b.shape)
         _t0 = a.shape
         _t1 = _reduced_shape(a.shape, (-1,), keepdim=False)
-        _t2 = _reduced_shape(
-            torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
-        )
-        _t3 = torch.broadcast_shapes(
-            _reduced_shape(
-                torch.broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False
-            ),
+        _t2 = _reduced_shape(_broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False)
+        _t3 = _broadcast_shapes(
+            _reduced_shape(_broadcast_shapes(a.shape, b.shape), (-1,), keepdim=False),
             _reduced_shape(a.shape, (-1,), keepdim=False),
             _reduced_shape(b.shape, (-1,), keepdim=False),
         )
-        _t4 = torch.broadcast_shapes(a.shape, b.shape)
+        _t4 = _broadcast_shapes(a.shape, b.shape)
         _t5 = b.shape
         _t6 = _reduced_shape(b.shape, (-1,), keepdim=False)
         ctx.shape_facts = (_t0, _t1, _t2, _t3, _t4, _t5, _t6)
@@ -381,14 +398,11 @@ def cosine_similarity(
     a: torch.Tensor, b: torch.Tensor, eps: float = 1e-08
 ) -> torch.Tensor:
     """Cosine similarity of a and b along the last dimension."""
-    function = (
-        _CosineSimilarityTraceable
-        if torch.compiler.is_compiling()
-        else CosineSimilarity
-    )
     # The residuals (sqrt1, sqrt3) are for the backward only.
     try:
-        y, sqrt1, sqrt3 = _apply(function, a, b, eps)
+        y, sqrt1, sqrt3 = _apply(
+            CosineSimilarity, _CosineSimilarityTraceable, _unwrap(a), _unwrap(b), eps
+        )
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -44,6 +44,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _reduced_shape(
     shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
 ) -> torch.Size:
@@ -110,17 +122,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -152,14 +170,15 @@ class DorefaWeight(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves):
         # abs0.
         ctx.save_for_backward(w, amax1, abs0)
-        ctx.save_for_forward(w, amax1)
-        ctx.output_shapes = (y.shape, amax1.shape, abs0.shape)
-        ctx.tangent_shapes = (w.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(w, amax1)
+            ctx.output_shapes = (y.shape, amax1.shape, abs0.shape)
+            ctx.tangent_shapes = (w.shape,)
         _t0 = _reduced_shape(w.shape, None, keepdim=False)
         _t1 = w.shape
-        _t2 = torch.broadcast_shapes(
-            w.shape, _reduced_shape(w.shape, None, keepdim=False)
-        )
+        _t2 = _broadcast_shapes(w.shape, _reduced_shape(w.shape, None, keepdim=False))
         ctx.shape_facts = (_t0, _t1, _t2)
 
     @staticmethod
@@ -252,10 +271,9 @@ class _DorefaWeightTraceable(DorefaWeight):
 
 def dorefa_weight(w: torch.Tensor) -> torch.Tensor:
     """Map the weights w into [0, 1] by tanh and the largest magnitude of tanh(w)."""
-    function = _DorefaWeightTraceable if torch.compiler.is_compiling() else DorefaWeight
     # The residuals (amax1, abs0) are for the backward only.
     try:
-        y, amax1, abs0 = _apply(function, w)
+        y, amax1, abs0 = _apply(DorefaWeight, _DorefaWeightTraceable, _unwrap(w))
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

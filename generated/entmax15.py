@@ -125,17 +125,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -212,24 +218,27 @@ class Entmax15(torch.autograd.Function):
         ctx.save_for_backward(
             x, amax0, s1, _t2, sqrt4, tau, z, zs, k, _t0, avg, _t1, delta, support
         )
-        ctx.save_for_forward(x, amax0, s1, _t2, sqrt4, tau)
-        ctx.output_shapes = (
-            p.shape,
-            amax0.shape,
-            s1.shape,
-            _t2.shape,
-            sqrt4.shape,
-            tau.shape,
-            z.shape,
-            zs.shape,
-            k.shape,
-            _t0.shape,
-            avg.shape,
-            _t1.shape,
-            delta.shape,
-            support.shape,
-        )
-        ctx.tangent_shapes = (x.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, amax0, s1, _t2, sqrt4, tau)
+            ctx.output_shapes = (
+                p.shape,
+                amax0.shape,
+                s1.shape,
+                _t2.shape,
+                sqrt4.shape,
+                tau.shape,
+                z.shape,
+                zs.shape,
+                k.shape,
+                _t0.shape,
+                avg.shape,
+                _t1.shape,
+                delta.shape,
+                support.shape,
+            )
+            ctx.tangent_shapes = (x.shape,)
         _t3 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t4 = x.shape
         ctx.shape_facts = (_t3, _t4)
@@ -439,12 +448,11 @@ def entmax15(x: torch.Tensor) -> torch.Tensor:
     """1.5-entmax along the last dim, a sparse alternative to softmax (its output
     sums to 1).
     """
-    function = _Entmax15Traceable if torch.compiler.is_compiling() else Entmax15
     # The residuals (amax0, s1, _t2, sqrt4, tau, z, zs, k, _t0, avg, _t1, delta,
     # support) are for the backward only.
     try:
         p, amax0, s1, _t2, sqrt4, tau, z, zs, k, _t0, avg, _t1, delta, support = _apply(
-            function, x
+            Entmax15, _Entmax15Traceable, _unwrap(x)
         )
         return p
     except Exception as error:

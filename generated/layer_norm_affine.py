@@ -50,6 +50,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _reduced_shape(
     shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
 ) -> torch.Size:
@@ -124,17 +136,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -169,13 +187,16 @@ class LayerNormAffine(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, w, mu, rstd)
         ctx.input_shapes = (b.shape,)
-        ctx.save_for_forward(x, w, mu, rstd)
-        ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
-        ctx.tangent_shapes = (x.shape, w.shape, b.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, w, mu, rstd)
+            ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
+            ctx.tangent_shapes = (x.shape, w.shape, b.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t2 = x.shape
-        _t3 = torch.broadcast_shapes(b.shape, w.shape, x.shape)
+        _t3 = _broadcast_shapes(b.shape, w.shape, x.shape)
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
@@ -271,12 +292,16 @@ def layer_norm_affine(
     """Layer normalisation over the last dimension, then a per-feature weight and
     bias.
     """
-    function = (
-        _LayerNormAffineTraceable if torch.compiler.is_compiling() else LayerNormAffine
-    )
     # The residuals (mu, rstd) are for the backward only.
     try:
-        y, mu, rstd = _apply(function, x, w, b, eps)
+        y, mu, rstd = _apply(
+            LayerNormAffine,
+            _LayerNormAffineTraceable,
+            _unwrap(x),
+            _unwrap(w),
+            _unwrap(b),
+            eps,
+        )
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

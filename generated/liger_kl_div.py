@@ -101,17 +101,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -138,9 +144,12 @@ class LigerKLDivNone(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -182,11 +191,14 @@ def liger_kl_div_none(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivNoneTraceable if torch.compiler.is_compiling() else LigerKLDivNone
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivNone,
+            _LigerKLDivNoneTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -218,9 +230,12 @@ class LigerKLDivNoneLogTarget(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -264,13 +279,14 @@ def liger_kl_div_none_log_target(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivNoneLogTargetTraceable
-        if torch.compiler.is_compiling()
-        else LigerKLDivNoneLogTarget
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivNoneLogTarget,
+            _LigerKLDivNoneLogTargetTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -286,6 +302,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     if value.shape != frame:
         value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
+
+
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
 
 
 class LigerKLDivSum(torch.autograd.Function):
@@ -311,10 +339,13 @@ class LigerKLDivSum(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
-        _t0 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
+        _t0 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t1 = y_pred.shape
         ctx.shape_facts = (_t0, _t1)
 
@@ -361,11 +392,14 @@ def liger_kl_div_sum(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivSumTraceable if torch.compiler.is_compiling() else LigerKLDivSum
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivSum,
+            _LigerKLDivSumTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -397,10 +431,13 @@ class LigerKLDivSumLogTarget(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
-        _t0 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
+        _t0 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t1 = y_pred.shape
         ctx.shape_facts = (_t0, _t1)
 
@@ -449,13 +486,14 @@ def liger_kl_div_sum_log_target(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivSumLogTargetTraceable
-        if torch.compiler.is_compiling()
-        else LigerKLDivSumLogTarget
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivSumLogTarget,
+            _LigerKLDivSumLogTargetTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -504,11 +542,14 @@ class LigerKLDivMean(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
-        _t0 = _count(torch.broadcast_shapes(y_pred.shape, y_true.shape), None)
-        _t1 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
+        _t0 = _count(_broadcast_shapes(y_pred.shape, y_true.shape), None)
+        _t1 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t2 = y_pred.shape
         ctx.shape_facts = (_t0, _t1, _t2)
 
@@ -555,11 +596,14 @@ def liger_kl_div_mean(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivMeanTraceable if torch.compiler.is_compiling() else LigerKLDivMean
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivMean,
+            _LigerKLDivMeanTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -591,11 +635,14 @@ class LigerKLDivMeanLogTarget(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
-        _t0 = _count(torch.broadcast_shapes(y_pred.shape, y_true.shape), None)
-        _t1 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
+        _t0 = _count(_broadcast_shapes(y_pred.shape, y_true.shape), None)
+        _t1 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t2 = y_pred.shape
         ctx.shape_facts = (_t0, _t1, _t2)
 
@@ -644,13 +691,14 @@ def liger_kl_div_mean_log_target(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivMeanLogTargetTraceable
-        if torch.compiler.is_compiling()
-        else LigerKLDivMeanLogTarget
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivMeanLogTarget,
+            _LigerKLDivMeanLogTargetTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -699,18 +747,21 @@ class LigerKLDivBatchmean(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
         _t0 = _count(
             _reduced_shape(
-                torch.broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
+                _broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
             ),
             None,
         )
-        _t1 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        _t1 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t2 = _reduced_shape(
-            torch.broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
+            _broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
         )
         _t3 = y_pred.shape
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
@@ -761,13 +812,14 @@ def liger_kl_div_batchmean(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivBatchmeanTraceable
-        if torch.compiler.is_compiling()
-        else LigerKLDivBatchmean
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivBatchmean,
+            _LigerKLDivBatchmeanTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -802,18 +854,21 @@ class LigerKLDivBatchmeanLogTarget(torch.autograd.Function):
         out = output
         ctx.save_for_backward(y_true)
         ctx.input_shapes = (y_pred.shape,)
-        ctx.save_for_forward(y_true)
-        ctx.output_shapes = (out.shape,)
-        ctx.tangent_shapes = (y_pred.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(y_true)
+            ctx.output_shapes = (out.shape,)
+            ctx.tangent_shapes = (y_pred.shape,)
         _t0 = _count(
             _reduced_shape(
-                torch.broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
+                _broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
             ),
             None,
         )
-        _t1 = torch.broadcast_shapes(y_pred.shape, y_true.shape)
+        _t1 = _broadcast_shapes(y_pred.shape, y_true.shape)
         _t2 = _reduced_shape(
-            torch.broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
+            _broadcast_shapes(y_pred.shape, y_true.shape), (1,), keepdim=False
         )
         _t3 = y_pred.shape
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
@@ -866,13 +921,14 @@ def liger_kl_div_batchmean_log_target(
     """Liger-Kernel's KL divergence loss, KL(y_true || exp(y_pred)), reduced by
     `reduction`.
     """
-    function = (
-        _LigerKLDivBatchmeanLogTargetTraceable
-        if torch.compiler.is_compiling()
-        else LigerKLDivBatchmeanLogTarget
-    )
     try:
-        return _apply(function, y_pred, y_true, eps)
+        return _apply(
+            LigerKLDivBatchmeanLogTarget,
+            _LigerKLDivBatchmeanLogTargetTraceable,
+            _unwrap(y_pred),
+            _unwrap(y_true),
+            eps,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(

@@ -70,7 +70,12 @@ def _mish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             * torch.sigmoid(x)
             + torch.tanh(torch.nn.functional.softplus(x))
         )
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+    # Below 8192 elements torch's one kernel costs less than the form's several.
+    if (
+        x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and x.numel() >= 8192
+    ):
         return _in_blocks(_mish_backward_block, grad, x)
     return torch.ops.aten.mish_backward(grad, x)
 
@@ -89,9 +94,11 @@ def _mish_backward_block(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def _mish(x: torch.Tensor) -> torch.Tensor:
     """mish(x): torch's kernel, or cheaper torch operations on CPU in float32
     and float64 when grad mode is off (the forward of the Function)."""
+    # Below 8192 elements torch's one kernel costs less than the form's several.
     if (
         x.device.type != "cpu"
         or x.dtype not in (torch.float32, torch.float64)
+        or x.numel() < 8192
         or torch.is_grad_enabled()
     ):
         return torch.nn.functional.mish(x)
@@ -168,17 +175,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -206,9 +219,12 @@ class MishFused(torch.autograd.Function):
         (x,) = inputs
         y = output
         ctx.save_for_backward(x)
-        ctx.save_for_forward(x)
-        ctx.output_shapes = (y.shape,)
-        ctx.tangent_shapes = (x.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x)
+            ctx.output_shapes = (y.shape,)
+            ctx.tangent_shapes = (x.shape,)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -255,9 +271,8 @@ class _MishFusedTraceable(MishFused):
 
 def mish_fused(x: torch.Tensor) -> torch.Tensor:
     """Mish, x * tanh(softplus(x)), with forward and backward compiled."""
-    function = _MishFusedTraceable if torch.compiler.is_compiling() else MishFused
     try:
-        return _apply(function, x)
+        return _apply(MishFused, _MishFusedTraceable, _unwrap(x))
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "mish_fused", {"x": x})

@@ -50,6 +50,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
     """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
     argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
@@ -101,17 +113,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -142,35 +160,30 @@ class RBFCovariance(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves):
         # diff.
         ctx.save_for_backward(x1, x2, lengthscale, covar, diff)
-        ctx.save_for_forward(x1, x2, lengthscale, covar)
-        ctx.output_shapes = (covar.shape, diff.shape)
-        ctx.tangent_shapes = (x1.shape, x2.shape, lengthscale.shape)
-        _t1 = torch.broadcast_shapes(lengthscale.shape, x1.shape)
-        _t2 = torch.broadcast_shapes(lengthscale.shape, x2.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x1, x2, lengthscale, covar)
+            ctx.output_shapes = (covar.shape, diff.shape)
+            ctx.tangent_shapes = (x1.shape, x2.shape, lengthscale.shape)
+        _t1 = _broadcast_shapes(lengthscale.shape, x1.shape)
+        _t2 = _broadcast_shapes(lengthscale.shape, x2.shape)
         _t3 = lengthscale.shape
-        _t4 = torch.broadcast_shapes(
-            torch.empty(
-                torch.broadcast_shapes(lengthscale.shape, x1.shape), device="meta"
-            )
+        _t4 = _broadcast_shapes(
+            torch.empty(_broadcast_shapes(lengthscale.shape, x1.shape), device="meta")
             .unsqueeze(1)
             .shape,
-            torch.empty(
-                torch.broadcast_shapes(lengthscale.shape, x2.shape), device="meta"
-            )
+            torch.empty(_broadcast_shapes(lengthscale.shape, x2.shape), device="meta")
             .unsqueeze(0)
             .shape,
         )
         _t5 = (
-            torch.empty(
-                torch.broadcast_shapes(lengthscale.shape, x1.shape), device="meta"
-            )
+            torch.empty(_broadcast_shapes(lengthscale.shape, x1.shape), device="meta")
             .unsqueeze(1)
             .shape
         )
         _t6 = (
-            torch.empty(
-                torch.broadcast_shapes(lengthscale.shape, x2.shape), device="meta"
-            )
+            torch.empty(_broadcast_shapes(lengthscale.shape, x2.shape), device="meta")
             .unsqueeze(0)
             .shape
         )
@@ -259,12 +272,15 @@ def rbf_covariance(
     """The RBF kernel matrix exp(-|x1_i - x2_j|^2 / 2) of points scaled by the
     lengthscale.
     """
-    function = (
-        _RBFCovarianceTraceable if torch.compiler.is_compiling() else RBFCovariance
-    )
     # The residuals (diff) are for the backward only.
     try:
-        covar, diff = _apply(function, x1, x2, lengthscale)
+        covar, diff = _apply(
+            RBFCovariance,
+            _RBFCovarianceTraceable,
+            _unwrap(x1),
+            _unwrap(x2),
+            _unwrap(lengthscale),
+        )
         return covar
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

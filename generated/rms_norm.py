@@ -43,6 +43,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _reduced_shape(
     shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
 ) -> torch.Size:
@@ -117,17 +129,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -157,13 +175,16 @@ class RMSNorm(torch.autograd.Function):
         y, r = output
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, w, y, r)
-        ctx.save_for_forward(x, w, r)
-        ctx.output_shapes = (y.shape, r.shape)
-        ctx.tangent_shapes = (x.shape, w.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, w, r)
+            ctx.output_shapes = (y.shape, r.shape)
+            ctx.tangent_shapes = (x.shape, w.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
         _t2 = x.shape
-        _t3 = torch.broadcast_shapes(w.shape, x.shape)
+        _t3 = _broadcast_shapes(w.shape, x.shape)
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
 
     @staticmethod
@@ -224,10 +245,9 @@ class _RMSNormTraceable(RMSNorm):
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-06) -> torch.Tensor:
     """Root-mean-square normalisation over the last dimension, with a weight."""
-    function = _RMSNormTraceable if torch.compiler.is_compiling() else RMSNorm
     # The residuals (r) are for the backward only.
     try:
-        y, r = _apply(function, x, w, eps)
+        y, r = _apply(RMSNorm, _RMSNormTraceable, _unwrap(x), _unwrap(w), eps)
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

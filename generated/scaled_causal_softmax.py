@@ -87,17 +87,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -128,9 +134,12 @@ class ScaledCausalSoftmax(torch.autograd.Function):
         y = output
         ctx.save_for_backward(x, y)
         ctx.numbers = (scale,)
-        ctx.save_for_forward(x, y)
-        ctx.output_shapes = (y.shape,)
-        ctx.tangent_shapes = (x.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, y)
+            ctx.output_shapes = (y.shape,)
+            ctx.tangent_shapes = (x.shape,)
         _t0 = x.shape
         ctx.shape_facts = (_t0,)
 
@@ -193,13 +202,10 @@ class _ScaledCausalSoftmaxTraceable(ScaledCausalSoftmax):
 
 def scaled_causal_softmax(x: torch.Tensor, scale: float = 0.5) -> torch.Tensor:
     """softmax(scale * x) along the last dim, keys after the query masked out."""
-    function = (
-        _ScaledCausalSoftmaxTraceable
-        if torch.compiler.is_compiling()
-        else ScaledCausalSoftmax
-    )
     try:
-        return _apply(function, x, scale)
+        return _apply(
+            ScaledCausalSoftmax, _ScaledCausalSoftmaxTraceable, _unwrap(x), scale
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "scaled_causal_softmax", {"x": x, "scale": scale})

@@ -44,6 +44,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _unsqueeze_last(value: torch.Tensor) -> torch.Tensor:
     """`value` reduced over dim -1, unsqueezed back to broadcast against the reduction's
     argument; a 0-d value as it is (a 0-d argument loses no dim, and 0-d broadcasts)."""
@@ -124,17 +136,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -175,14 +193,17 @@ class SigmoidFocalLoss(torch.autograd.Function):
         loss = output
         ctx.save_for_backward(x, target, weight)
         ctx.numbers = (gamma, alpha)
-        ctx.save_for_forward(x, target, weight)
-        ctx.output_shapes = (loss.shape,)
-        ctx.tangent_shapes = (x.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, target, weight)
+            ctx.output_shapes = (loss.shape,)
+            ctx.tangent_shapes = (x.shape,)
         _t0 = _count(
-            torch.broadcast_shapes(
+            _broadcast_shapes(
                 target.shape,
                 _reduced_shape(
-                    torch.broadcast_shapes(
+                    _broadcast_shapes(
                         x.shape,
                         torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
                     ),
@@ -193,16 +214,16 @@ class SigmoidFocalLoss(torch.autograd.Function):
             None,
         )
         _t1 = _reduced_shape(
-            torch.broadcast_shapes(
+            _broadcast_shapes(
                 x.shape, torch.empty(target.shape, device="meta").unsqueeze(-1).shape
             ),
             (-1,),
             keepdim=False,
         )
-        _t2 = torch.broadcast_shapes(
+        _t2 = _broadcast_shapes(
             target.shape,
             _reduced_shape(
-                torch.broadcast_shapes(
+                _broadcast_shapes(
                     x.shape,
                     torch.empty(target.shape, device="meta").unsqueeze(-1).shape,
                 ),
@@ -210,7 +231,7 @@ class SigmoidFocalLoss(torch.autograd.Function):
                 keepdim=False,
             ),
         )
-        _t3 = torch.broadcast_shapes(
+        _t3 = _broadcast_shapes(
             x.shape, torch.empty(target.shape, device="meta").unsqueeze(-1).shape
         )
         ctx.shape_facts = (_t0, _t1, _t2, _t3)
@@ -530,13 +551,16 @@ def sigmoid_focal_loss(
     """mmcv's sigmoid focal loss of logits x against class targets, per-class
     weights of the target class, mean over rows.
     """
-    function = (
-        _SigmoidFocalLossTraceable
-        if torch.compiler.is_compiling()
-        else SigmoidFocalLoss
-    )
     try:
-        return _apply(function, x, target, weight, gamma, alpha)
+        return _apply(
+            SigmoidFocalLoss,
+            _SigmoidFocalLossTraceable,
+            _unwrap(x),
+            _unwrap(target),
+            _unwrap(weight),
+            gamma,
+            alpha,
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(

@@ -114,17 +114,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -176,9 +182,18 @@ class Sparsemax(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves): zs,
         # support.
         ctx.save_for_backward(z, sum0, tau, zs, support)
-        ctx.save_for_forward(z, sum0, tau)
-        ctx.output_shapes = (p.shape, sum0.shape, tau.shape, zs.shape, support.shape)
-        ctx.tangent_shapes = (z.shape,)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(z, sum0, tau)
+            ctx.output_shapes = (
+                p.shape,
+                sum0.shape,
+                tau.shape,
+                zs.shape,
+                support.shape,
+            )
+            ctx.tangent_shapes = (z.shape,)
         _t0 = z.shape
         _t1 = _reduced_shape(z.shape, (-1,), keepdim=True)
         ctx.shape_facts = (_t0, _t1)
@@ -286,10 +301,9 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
     """Sparsemax along the last dim, a sparse alternative to softmax (its output
     sums to 1).
     """
-    function = _SparsemaxTraceable if torch.compiler.is_compiling() else Sparsemax
     # The residuals (sum0, tau, zs, support) are for the backward only.
     try:
-        p, sum0, tau, zs, support = _apply(function, z)
+        p, sum0, tau, zs, support = _apply(Sparsemax, _SparsemaxTraceable, _unwrap(z))
         return p
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -85,17 +85,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -135,16 +141,19 @@ class SpecialMix(torch.autograd.Function):
         # Saved for the backward, not recomputed (within what eager autograd saves): r,
         # digamma0, erfinv1, atan22, logit3.
         ctx.save_for_backward(a, p, z, r, digamma0, erfinv1, atan22, logit3)
-        ctx.save_for_forward(a, p, z)
-        ctx.output_shapes = (
-            y.shape,
-            r.shape,
-            digamma0.shape,
-            erfinv1.shape,
-            atan22.shape,
-            logit3.shape,
-        )
-        ctx.tangent_shapes = (a.shape, p.shape, z.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(a, p, z)
+            ctx.output_shapes = (
+                y.shape,
+                r.shape,
+                digamma0.shape,
+                erfinv1.shape,
+                atan22.shape,
+                logit3.shape,
+            )
+            ctx.tangent_shapes = (a.shape, p.shape, z.shape)
 
     @staticmethod
     def backward(
@@ -296,10 +305,11 @@ def special_mix(a: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tens
     """A mix of special functions (lgamma, digamma, erfinv, xlogy, logit, atan2,
     hypot).
     """
-    function = _SpecialMixTraceable if torch.compiler.is_compiling() else SpecialMix
     # The residuals (r, digamma0, erfinv1, atan22, logit3) are for the backward only.
     try:
-        y, r, digamma0, erfinv1, atan22, logit3 = _apply(function, a, p, z)
+        y, r, digamma0, erfinv1, atan22, logit3 = _apply(
+            SpecialMix, _SpecialMixTraceable, _unwrap(a), _unwrap(p), _unwrap(z)
+        )
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -46,6 +46,18 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     return value if value.shape == shape else value.sum_to_size(shape)
 
 
+def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes(*shapes) by torch's C++ rule, one call a pair: torch's own
+    goes through Python (torch._refs) and costs more than a small tensor's arithmetic.
+    """
+    if torch.compiler.is_compiling():
+        return torch.broadcast_shapes(*shapes)
+    result = shapes[0]
+    for shape in shapes[1:]:
+        result = torch._C._infer_size(result, shape)
+    return torch.Size(result)
+
+
 def _reduced_shape(
     shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
 ) -> torch.Size:
@@ -112,17 +124,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -144,10 +162,13 @@ class VQDistances(torch.autograd.Function):
         x, codebook = inputs
         distances = output
         ctx.save_for_backward(x, codebook)
-        ctx.save_for_forward(x, codebook)
-        ctx.output_shapes = (distances.shape,)
-        ctx.tangent_shapes = (x.shape, codebook.shape)
-        _t0 = torch.broadcast_shapes(
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, codebook)
+            ctx.output_shapes = (distances.shape,)
+            ctx.tangent_shapes = (x.shape, codebook.shape)
+        _t0 = _broadcast_shapes(
             torch.Size([x.shape[0], codebook.shape[0]]),
             _reduced_shape(codebook.shape, (1,), keepdim=False),
             _reduced_shape(x.shape, (1,), keepdim=True),
@@ -216,9 +237,8 @@ class _VQDistancesTraceable(VQDistances):
 
 def vq_distances(x: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
     """Squared distances from each input row to each codebook row."""
-    function = _VQDistancesTraceable if torch.compiler.is_compiling() else VQDistances
     try:
-        return _apply(function, x, codebook)
+        return _apply(VQDistances, _VQDistancesTraceable, _unwrap(x), _unwrap(codebook))
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "vq_distances", {"x": x, "codebook": codebook})

@@ -82,17 +82,23 @@ def _explain_call(error: Exception, function: str, arguments: dict[str, Any]) ->
 
 # Note [direct apply]
 # Function.apply is a Python wrapper around the C++ apply: on every call it binds the
-# arguments to forward's signature (setup_context style) and looks for torch.func
-# transforms, which costs more than a small tensor's arithmetic. The convenience
-# function passes every argument positionally, so binding changes nothing; the wrapper
-# is called only where it does more: under torch.compile and inside a torch.func
-# transform (vmap, jvp, grad). Forward-mode AD with dual tensors is the C++ apply's.
-def _apply(function: Any, *args: Any) -> Any:
-    """`function.apply(*args)`, straight to torch's C++ apply outside transforms."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+# arguments to forward's signature (setup_context style), unwraps tensors left over
+# from a finished transform and looks for torch.func transforms, which costs more than
+# a small tensor's arithmetic. The convenience function passes every argument
+# positionally, so binding changes nothing, and unwraps its tensor inputs itself, one
+# call each; the wrapper is called only where it does more: under torch.compile and
+# inside a torch.func transform (vmap, jvp, grad). Forward-mode AD with dual tensors is
+# the C++ apply's.
+_unwrap = torch._C._functorch.unwrap_if_dead
+
+
+def _apply(function: Any, traceable: Any, *args: Any) -> Any:
+    """`function.apply(*args)`, straight to torch's C++ apply outside transforms; under
+    torch.compile, `traceable`'s (the Function without what compile cannot trace)."""
+    if torch.compiler.is_compiling():
+        return traceable.apply(*args)
+    if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
-    # What the wrapper does next: unwrap tensors left over from a finished transform.
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
     return super(torch.autograd.Function, function).apply(*args)
 
 
@@ -113,9 +119,12 @@ class WeightedSquaredReluPlain(torch.autograd.Function):
         x, weights = inputs
         y = output
         ctx.save_for_backward(x, weights)
-        ctx.save_for_forward(x, weights)
-        ctx.output_shapes = (y.shape,)
-        ctx.tangent_shapes = (x.shape, weights.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, weights)
+            ctx.output_shapes = (y.shape,)
+            ctx.tangent_shapes = (x.shape, weights.shape)
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -160,13 +169,13 @@ class _WeightedSquaredReluPlainTraceable(WeightedSquaredReluPlain):
 
 def weighted_squared_relu_plain(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Megatron-LM's weighted squared ReLU, soft-clamped when clamp_scale is given."""
-    function = (
-        _WeightedSquaredReluPlainTraceable
-        if torch.compiler.is_compiling()
-        else WeightedSquaredReluPlain
-    )
     try:
-        return _apply(function, x, weights)
+        return _apply(
+            WeightedSquaredReluPlain,
+            _WeightedSquaredReluPlainTraceable,
+            _unwrap(x),
+            _unwrap(weights),
+        )
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(
@@ -200,9 +209,12 @@ class WeightedSquaredReluClampScale(torch.autograd.Function):
         # tanh0, clamped.
         ctx.save_for_backward(x, weights, tanh0, clamped)
         ctx.numbers = (clamp_scale,)
-        ctx.save_for_forward(x, weights)
-        ctx.output_shapes = (y.shape, tanh0.shape, clamped.shape)
-        ctx.tangent_shapes = (x.shape, weights.shape)
+        # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
+        # holds a dual level open: what it reads is kept then, not on every call.
+        if torch.autograd.forward_ad._current_level >= 0:
+            ctx.save_for_forward(x, weights)
+            ctx.output_shapes = (y.shape, tanh0.shape, clamped.shape)
+            ctx.tangent_shapes = (x.shape, weights.shape)
 
     @staticmethod
     def backward(
@@ -274,14 +286,15 @@ def weighted_squared_relu_clamp_scale(
     x: torch.Tensor, weights: torch.Tensor, clamp_scale: float
 ) -> torch.Tensor:
     """Megatron-LM's weighted squared ReLU, soft-clamped when clamp_scale is given."""
-    function = (
-        _WeightedSquaredReluClampScaleTraceable
-        if torch.compiler.is_compiling()
-        else WeightedSquaredReluClampScale
-    )
     # The residuals (tanh0, clamped) are for the backward only.
     try:
-        y, tanh0, clamped = _apply(function, x, weights, clamp_scale)
+        y, tanh0, clamped = _apply(
+            WeightedSquaredReluClampScale,
+            _WeightedSquaredReluClampScaleTraceable,
+            _unwrap(x),
+            _unwrap(weights),
+            clamp_scale,
+        )
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

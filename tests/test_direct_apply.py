@@ -66,3 +66,12 @@ def test_forward_mode_dual_tensors_reach_the_jvp() -> None:
         tangent = forward_ad.unpack_dual(y).tangent
     expected = torch.func.jvp(_plain_mish, (x,), (torch.ones_like(x),))[1]
     torch.testing.assert_close(tangent, expected)
+
+
+def test_an_eager_call_keeps_nothing_for_the_jvp() -> None:
+    """What the jvp reads is kept only under forward-mode AD, not on every call."""
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert not hasattr(mish(x).grad_fn, "tangent_shapes")
+    with forward_ad.dual_level():
+        y = mish(forward_ad.make_dual(x, torch.ones_like(x)))
+        assert y.grad_fn.tangent_shapes == (x.shape,)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import symgrad
+from symgrad.backends.python import kernels
 
 MISH = {"name": "Mish", "inputs": {"x": "tensor"}, "outputs": {"y": "x * tanh(softplus(x))"}}
 
@@ -32,12 +33,24 @@ def test_mish_cpu_form_is_what_the_module_runs(monkeypatch: pytest.MonkeyPatch) 
     with monkeypatch.context() as patched:  # float32 on CPU: neither kernel is called
         patched.setattr(torch.nn.functional, "mish", _refuse)
         patched.setattr(torch.ops.aten, "mish_backward", _refuse)
-        x = torch.randn(64, requires_grad=True)
+        x = torch.randn(kernels.CPU_FORM_MIN_ELEMENTS, requires_grad=True)
         (gradient,) = torch.autograd.grad(module.mish(x).sum(), x)
     y = module.mish(x)
     torch.testing.assert_close(y, torch.nn.functional.mish(x))
     (expected,) = torch.autograd.grad(torch.nn.functional.mish(x).sum(), x)
     torch.testing.assert_close(gradient, expected)
+
+
+def test_small_tensors_take_torch_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below CPU_FORM_MIN_ELEMENTS the form's several kernels cost more than torch's one."""
+    module = symgrad.load_module(symgrad.spec_from_dict(MISH))
+    monkeypatch.setattr(module, "_mish_block", _refuse)
+    monkeypatch.setattr(module, "_mish_backward_block", _refuse)
+    x = torch.randn(kernels.CPU_FORM_MIN_ELEMENTS - 1, requires_grad=True)
+    y = module.mish(x)
+    (gradient,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    assert torch.equal(y, torch.nn.functional.mish(x))
+    assert torch.equal(gradient, torch.ops.aten.mish_backward(torch.ones_like(x), x))
 
 
 def _refuse(*args: object) -> None:

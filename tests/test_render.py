@@ -99,12 +99,12 @@ def test_doc_and_source_text_cannot_inject_code() -> None:
     )
     module = symgrad.generate(spec)["quiet.py"]
     tree = ast.parse(module)
-    # Nothing but the docstring, imports, __all__, the helpers, the class, its forward's
-    # signature, its twin for torch.compile and the function.
+    # Nothing but the docstring, imports, __all__, the helpers (one an alias), the class,
+    # its forward's signature, its twin for torch.compile and the function.
     kinds = [type(node).__name__ for node in tree.body]
     assert kinds == [
         *("Expr", "ImportFrom", "Import", "ImportFrom", "Import", "Assign"),
-        *("FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef"),
+        *("FunctionDef", "FunctionDef", "FunctionDef", "FunctionDef", "Assign", "FunctionDef"),
         *("ClassDef", "Assign", "ClassDef", "FunctionDef"),
     ]
     assert ast.get_docstring(tree.body[-4]) == inspect.cleandoc(doc)

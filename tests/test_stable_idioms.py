@@ -320,6 +320,7 @@ def _forward(formula: str, where: dict[str, str] | None = None, names: str = "xa
         ("ex / sum(ex, dim=-1, keepdim=True)", EX, {"softmax"}),
         ("ex / s", {**EX, "s": "sum(ex, dim=-1, keepdim=True)"}, {"softmax"}),
         ("log(ex / sum(ex, dim=-1, keepdim=True))", EX, {"log_softmax"}),
+        ("exp(x - logsumexp(x, dim=-1, keepdim=True))", None, {"softmax"}),
         ("log(s)", {**EX, "s": "sum(ex, dim=-1)"}, {"logsumexp"}),
         ("log1p(exp(2 * x)) / 2", None, {"softplus"}),
         ("log(exp(a) + exp(b))", None, {"logaddexp"}),

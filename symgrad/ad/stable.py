@@ -18,6 +18,7 @@ changes nothing but rounding.
 | exp(u) / sum(exp(u), dims, keepdim)         | exp(u - logsumexp(u, dims, keepdim))|
 | u - logsumexp(u, dim, keepdim=True)         | log_softmax(u, dim)                 |
 | log(softmax(u, dim)), log(exp(u))           | log_softmax(u, dim), u              |
+| exp(log_softmax(u, dim))                    | softmax(u, dim)                     |
 | log(1 - exp(u)), log(-expm1(u))             | log1mexp(u)                         |
 | log1p(-exp(u))                              | log1mexp(u)                         |
 
@@ -153,6 +154,16 @@ def _log_exp(node: sympy.Basic, view: View) -> sympy.Expr | None:
     return None
 
 
+def _exp_log_softmax(node: sympy.Basic, view: View) -> sympy.Expr | None:
+    """exp(log_softmax(u, dim)) -> softmax(u, dim): one kernel, not two."""
+    if not is_call(node, "exp"):
+        return None
+    inner = view(node.args[0])
+    if isinstance(inner, reductions.LogSoftmax):
+        return reductions.normalize("softmax", inner.argument, inner.dim)
+    return None
+
+
 def _sigmoid(node: sympy.Basic, view: View) -> sympy.Expr | None:
     if isinstance(node, sympy.Pow) and node.exp == -1:
         u = _one_plus(view(node.base), "exp", view)
@@ -284,6 +295,7 @@ _RULES: tuple[Rule, ...] = (
     _logsumexp,
     _softmax,
     _log_softmax,
+    _exp_log_softmax,
     idioms.smooth_pairs,
     idioms.negated_softplus,
     idioms.mirrored_difference,

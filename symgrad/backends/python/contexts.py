@@ -116,7 +116,11 @@ class ModuleContext:
     forward_helpers: tuple[ForwardHelper, ...]
     # The helper running CPU forms block by block ("" when no helper has a CPU form).
     in_blocks: str
+    # Fewer elements than this run torch's kernel, not the CPU form (kernels.py).
+    cpu_form_min: int
     uses_reduced_shape: bool
+    # A shape fact broadcasts shapes (the module then defines its own broadcast_shapes).
+    uses_broadcast_shapes: bool
     uses_count: bool
     uses_math: bool
     # The backward restores a dim -1 that a 0-d reduction may not have removed.
@@ -147,7 +151,6 @@ class ModuleContext:
     output_parameter: str
     accumulate_helper: str
     # The template's own locals, named so that no spec name can shadow them.
-    local_function: str
     local_body: str
     local_error: str
     # Read only after a call failed, to say why: the inputs declared tensors, and the

@@ -52,7 +52,7 @@ def module_context(
     jvp = _jvp_context(derived, printer, names, namer)
     fused = _fused_context(derived, names, printer, namer) if spec.mode == "fused" else None
     custom_op = custom_op_context(derived, namer) if spec.custom_op else None
-    local_function, local_body = namer.fresh("function"), namer.fresh("body")
+    local_body = namer.fresh("body")
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     local_error = namer.fresh("error")
@@ -91,8 +91,10 @@ def module_context(
         pullback_helpers=pullback_helpers,
         forward_helpers=forward_helpers,
         in_blocks=names.helpers["in_blocks"] if any(h.cpu for h in helpers) else "",
+        cpu_form_min=kernels.CPU_FORM_MIN_ELEMENTS,
         # `_reduced_shape` is needed where a fact measures a reduction (see _shape_code).
         uses_reduced_shape=any(_has_reduction(shape) for _, shape in facts),
+        uses_broadcast_shapes=any(_has_broadcast(shape) for _, shape in facts),
         uses_count=any(isinstance(f.expr, reductions.Count) for f in derived.shape_facts),
         uses_math=printer.uses_math,
         uses_unsqueeze_last="unsqueeze_last" in printer.used_helpers,
@@ -123,7 +125,6 @@ def module_context(
         inputs_parameter=names.inputs_parameter,
         output_parameter=names.output_parameter,
         accumulate_helper=names.accumulate_helper,
-        local_function=local_function,
         local_body=local_body,
         local_error=local_error,
         tensor_inputs=tuple(i.name for i in spec.tensor_inputs),
@@ -199,6 +200,17 @@ def _has_reduction(shape: reductions.Shape | None) -> bool:
     if shape[0] == "einsum":
         return any(_has_reduction(s) for s in shape[2])
     return True
+
+
+def _has_broadcast(shape: reductions.Shape | None) -> bool:
+    """Whether a shape tree of `reductions.shape_of` broadcasts shapes (see _shape_code)."""
+    if shape is None or shape[0] == "input":
+        return False
+    if shape[0] == "broadcast":
+        return True
+    if shape[0] in ("cat", "einsum"):
+        return any(_has_broadcast(s) for s in shape[1 if shape[0] == "cat" else 2])
+    return _has_broadcast(shape[1])  # a view, segment or reduction of one shape
 
 
 def _parameter(item: Input) -> str:
@@ -341,7 +353,8 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
     if shape[0] == "input":
         return f"{shape[1]}.shape"
     if shape[0] == "broadcast":
-        return f"torch.broadcast_shapes({', '.join(_shape_code(s, helpers) for s in shape[1])})"
+        codes = ", ".join(_shape_code(s, helpers) for s in shape[1])
+        return f"{helpers['broadcast_shapes']}({codes})"
     if shape[0] in ("view", "cat"):
         return _view_shape_code(shape, helpers)
     if shape[0] == "einsum":  # each output letter's size, read off an operand that has it

@@ -37,6 +37,8 @@ class BackwardNames:
                 "fill_tangents",
                 "explain_call",
                 "apply",
+                "unwrap",
+                "broadcast_shapes",
                 "unsqueeze_last",
                 *kernels.HELPER_ROLES,
             )
