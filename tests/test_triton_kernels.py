@@ -141,4 +141,3 @@ def test_the_module_imports_and_runs_without_triton() -> None:
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
-
