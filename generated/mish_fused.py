@@ -279,6 +279,40 @@ except ImportError:  # the module works without triton: the Function above runs
 
 _TRITON_BLOCK = 1024
 _plain_mish_fused = mish_fused
+# Set before a forward for double backward through the kernels (Note [eager kernels]).
+triton_keeps_inputs = False
+
+
+@functools.cache
+def _triton_grid(n_elements: int) -> tuple[int, int, int]:
+    """The kernels' grid for `n_elements`: worked out once per size. The eager Function
+    launches with `kernel[grid](...)`, not `torch.library.wrap_triton`'s wrapper (its
+    tracing-mode checks cost ~180 µs a launch on an H100's host, JITFunction.run ~14).
+    """
+    return ((n_elements + _TRITON_BLOCK - 1) // _TRITON_BLOCK, 1, 1)
+
+
+def _triton_summed(gradient: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """`gradient` summed to an input's `shape`, where the input was broadcast."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
+def _triton_may_overwrite(stored: torch.Tensor, grad_y: torch.Tensor) -> bool:
+    """May the backward write the gradient over `stored`? Where the graph is not kept
+    (nothing reads it again) and it has the gradient's dtype, shape and layout."""
+    return (
+        not _triton_keep_graph()
+        and stored.dtype == grad_y.dtype
+        and stored.shape == grad_y.shape
+        and stored.is_contiguous()
+    )
+
+
+def _triton_keep_graph() -> bool:
+    """Whether the running backward keeps its graph (retain_graph); True where this
+    torch cannot tell, so that nothing is overwritten."""
+    keep = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keep is None else bool(keep())
 
 
 def _triton_layout(t: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, bool]:
@@ -450,17 +484,7 @@ if triton is not None:
         x, y, *stored = ctx.saved_tensors
         grad_y = grads[0]
         if torch.is_grad_enabled():
-            y = _plain_mish_fused(x)
-            wanted = [t for t in (x,) if t.requires_grad]
-            found = iter(
-                torch.autograd.grad(
-                    y, wanted, grad_y, create_graph=True, allow_unused=True
-                )
-            )
-            return tuple(
-                next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
-                for t in (x,)
-            )
+            return _mish_fused_triton_twice((x,), grad_y)
         (saved0,) = stored
         (grad_x,) = _mish_fused_triton_backward(
             grad_y,
@@ -472,11 +496,103 @@ if triton is not None:
         _mish_fused_triton_gradient, setup_context=_mish_fused_triton_setup
     )
 
+    def _mish_fused_triton_twice(
+        inputs: tuple[Any, ...], grad_y: torch.Tensor
+    ) -> tuple[Any, ...]:
+        """The gradients with their graph kept (double backward): the Function's."""
+        (x,) = inputs
+        y = _plain_mish_fused(x)
+        wanted = [t for t in (x,) if t.requires_grad]
+        found = iter(
+            torch.autograd.grad(y, wanted, grad_y, create_graph=True, allow_unused=True)
+        )
+        return tuple(
+            next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
+            for t in inputs
+        )
+
+    # Note [eager kernels]: outside torch.compile the kernels run from this Function,
+    # launched straight from its forward and backward: the operator's dispatch and
+    # its registered autograd cost more host time than a kernel's work up to ~1e7
+    # elements. It saves only what the backward kernel reads (a stored derivative in
+    # the input's dtype); the inputs too where `triton_keeps_inputs` was set at the
+    # forward, for double backward, which then runs the Function's operations. Where
+    # the graph is not kept the backward writes the gradient over a stored derivative.
+    class _MishFusedTriton(torch.autograd.Function):
+        """The forward kernel, then the backward kernel, in eager mode."""
+
+        @staticmethod
+        def forward(
+            ctx: Any,
+            x: Any,
+        ) -> torch.Tensor:  # type: ignore[override,unused-ignore]
+            shape = x.shape
+            x_in, x_flat = _triton_layout(x, shape)
+            y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+            saved0_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+            n_elements = y_out.numel()
+            if n_elements:
+                _mish_fused_forward_kernel[_triton_grid(n_elements)](
+                    x_in,
+                    x_in.numel(),
+                    y_out,
+                    saved0_out,
+                    n_elements,
+                    X_FLAT=x_flat,
+                    BLOCK=_TRITON_BLOCK,
+                )
+            ctx.keeps_inputs = triton_keeps_inputs
+            ctx.save_for_backward(saved0_out, *((x,) if triton_keeps_inputs else ()))
+            ctx.numbers = ()
+            ctx.shapes = (x.shape,)
+            return y_out
+
+        @staticmethod
+        def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override,unused-ignore]
+            saved = ctx.saved_tensors
+            (saved0,) = saved[:1]
+            if torch.is_grad_enabled():  # the graph kept: the Function's operations
+                if not ctx.keeps_inputs:
+                    raise RuntimeError(
+                        "mish_fused: double backward through the Triton kernels needs"
+                        " the inputs, which they keep only where mish_fused's module"
+                        " had triton_keeps_inputs = True at the forward"
+                    )
+                x = saved[1]
+                return _mish_fused_triton_twice((x,), grad_y)
+            shape = grad_y.shape
+            grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
+            saved0_in, saved0_flat = _triton_layout(saved0, shape)
+            grad_x_out = (
+                saved0_in
+                if _triton_may_overwrite(saved0_in, grad_y)
+                else torch.empty_like(grad_y, memory_format=torch.contiguous_format)
+            )
+            n_elements = grad_y.numel()
+            if n_elements:
+                _mish_fused_backward_kernel[_triton_grid(n_elements)](
+                    grad_y_in,
+                    grad_y_in.numel(),
+                    saved0_in,
+                    saved0_in.numel(),
+                    grad_x_out,
+                    n_elements,
+                    GRAD_Y_FLAT=grad_y_flat,
+                    SAVED0_FLAT=saved0_flat,
+                    BLOCK=_TRITON_BLOCK,
+                )
+            (x_shape,) = ctx.shapes
+            (need_x,) = ctx.needs_input_grad
+            return (_triton_summed(grad_x_out, x_shape) if need_x else None,)
+
 
 @functools.wraps(_plain_mish_fused)  # type: ignore[no-redef]
 def mish_fused(
     x: Any,
 ) -> torch.Tensor:
     if _triton_usable(x):
-        return _mish_fused_triton_forward(x)[0]
+        if torch.compiler.is_compiling():  # the operator, which torch.compile sees
+            return _mish_fused_triton_forward(x)[0]
+        # Eager: torch's C++ apply of the kernels' Function (Note [eager kernels]).
+        return super(torch.autograd.Function, _MishFusedTriton).apply(x)  # type: ignore[no-any-return,unused-ignore]
     return _plain_mish_fused(x)
