@@ -82,6 +82,14 @@ for name, channels in (("mish_fused", 0), ("swish", 1027), ("softplus", 0), ("sc
     second = [torch.autograd.grad(total, [x, *rest]) for total in sums]
     torch.testing.assert_close(*second)
     module.triton_keeps_inputs = False
+# Forward-mode AD (dual tensors): the Function's jvp, not kernels that drop the tangent.
+import torch.autograd.forward_ad as forward_ad
+with forward_ad.dual_level():
+    y = fused(forward_ad.make_dual(x.detach(), torch.ones_like(x)), *rest)
+    tangent = forward_ad.unpack_dual(y).tangent
+    assert tangent is not None and "Triton" not in type(y.grad_fn).__name__
+_, wanted = torch.func.jvp(lambda t: plain(t, *rest), (x.detach(),), (torch.ones_like(x),))
+torch.testing.assert_close(tangent, wanted)
 # Where this torch cannot tell whether the graph is kept, nothing is overwritten.
 del torch._C._autograd._get_current_graph_task_keep_graph
 assert module._triton_keep_graph()
