@@ -332,6 +332,8 @@ def _triton_usable(x: Any) -> bool:
     tensors = (x,)
     if triton is None or torch._C._are_functorch_transforms_active():
         return False
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
+        return False  # dual tensors may come: the Function has the jvp, the kernels not
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
     first = tensors[0]
