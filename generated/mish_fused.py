@@ -268,6 +268,7 @@ def mish_fused(x: torch.Tensor) -> torch.Tensor:
 # the forward and the backward each one kernel, for CUDA tensors (and CPU tensors where
 # TRITON_INTERPRET=1 and SYMGRAD_TRITON_CPU=1 are set); elsewhere, for double backward
 # and under torch.func transforms, the Function above.
+import math  # noqa: E402
 import os as _triton_os  # noqa: E402
 
 try:
@@ -290,6 +291,29 @@ def _triton_grid(n_elements: int) -> tuple[int, int, int]:
     tracing-mode checks cost ~180 µs a launch on an H100's host, JITFunction.run ~14).
     """
     return ((n_elements + _TRITON_BLOCK - 1) // _TRITON_BLOCK, 1, 1)
+
+
+_TRITON_ROWS, _TRITON_COLUMNS = 16, 128  # the backward's tiles where it sums by column
+
+
+def _triton_period(shapes: tuple[torch.Size, ...], shape: torch.Size) -> int:
+    """The period of the inputs read modulo their size (trailing dims of `shape`), whose
+    gradients the backward kernel then sums over the rows itself; 0 where there is none,
+    several, one shorter than a tile's row, or an input expanded instead."""
+    periods = set()
+    for own in shapes:
+        if own == shape:
+            continue
+        trailing = list(own)
+        while trailing and trailing[0] == 1:
+            trailing.pop(0)
+        if not trailing or list(shape[len(shape) - len(trailing) :]) != trailing:
+            return 0
+        periods.add(math.prod(trailing))
+    if len(periods) != 1:
+        return 0
+    period = periods.pop()
+    return period if period >= _TRITON_COLUMNS else 0
 
 
 def _triton_summed(gradient: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -415,6 +439,44 @@ if triton is not None:
             at = offsets % saved0_size
             saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
         tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
+
+    @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
+    def _mish_fused_backward_rows_kernel(  # type: ignore[no-untyped-def]
+        grad_y_ptr,
+        grad_y_size,
+        saved0_ptr,
+        saved0_size,
+        grad_x_ptr,
+        n_rows,
+        period,
+        GRAD_Y_FLAT: tl.constexpr,
+        SAVED0_FLAT: tl.constexpr,
+        GRAD_X_SUMMED: tl.constexpr,
+        ROWS: tl.constexpr,
+        COLUMNS: tl.constexpr,
+    ):
+        """The backward kernel over tiles of rows: a gradient marked SUMMED is summed
+        over the tile's rows, one partial sum per tile row and column."""
+        columns = tl.program_id(1) * COLUMNS + tl.arange(0, COLUMNS)
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        mask = (rows < n_rows)[:, None] & (columns < period)[None, :]
+        offsets = rows[:, None] * period + columns[None, :]
+        if GRAD_Y_FLAT:
+            grad_y = tl.load(grad_y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % grad_y_size
+            grad_y = tl.load(grad_y_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if SAVED0_FLAT:
+            saved0 = tl.load(saved0_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % saved0_size
+            saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if GRAD_X_SUMMED:
+            at = tl.program_id(0) * period + columns
+            summed = tl.sum(tl.where(mask, (grad_y * saved0), 0.0), axis=0)
+            tl.store(grad_x_ptr + at, summed, mask=columns < period)
+        else:
+            tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
 
     @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
     def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
@@ -571,7 +633,35 @@ if triton is not None:
                 else torch.empty_like(grad_y, memory_format=torch.contiguous_format)
             )
             n_elements = grad_y.numel()
-            if n_elements:
+            (x_shape,) = ctx.shapes
+            period = _triton_period(ctx.shapes, shape) if n_elements else 0
+            if period:  # a broadcast input's gradient summed in the kernel, per tile
+                grid = (
+                    triton.cdiv(n_elements // period, _TRITON_ROWS),
+                    triton.cdiv(period, _TRITON_COLUMNS),
+                )
+                grad_x_summed = x_shape != shape
+                if grad_x_summed:
+                    grad_x_out = torch.empty(
+                        (grid[0], period), dtype=torch.float32, device=grad_y.device
+                    )
+                _mish_fused_backward_rows_kernel[grid](
+                    grad_y_in,
+                    grad_y_in.numel(),
+                    saved0_in,
+                    saved0_in.numel(),
+                    grad_x_out,
+                    n_elements // period,
+                    period,
+                    GRAD_Y_FLAT=grad_y_flat,
+                    SAVED0_FLAT=saved0_flat,
+                    GRAD_X_SUMMED=grad_x_summed,
+                    ROWS=_TRITON_ROWS,
+                    COLUMNS=_TRITON_COLUMNS,
+                )
+                if grad_x_summed:
+                    grad_x_out = grad_x_out.sum(0).to(grad_y.dtype).reshape(x_shape)
+            elif n_elements:
                 _mish_fused_backward_kernel[_triton_grid(n_elements)](
                     grad_y_in,
                     grad_y_in.numel(),
@@ -583,7 +673,6 @@ if triton is not None:
                     SAVED0_FLAT=saved0_flat,
                     BLOCK=_TRITON_BLOCK,
                 )
-            (x_shape,) = ctx.shapes
             (need_x,) = ctx.needs_input_grad
             return (_triton_summed(grad_x_out, x_shape) if need_x else None,)
 
