@@ -4,8 +4,12 @@
 each case (eager, torch.compile of the plain formula, the generated fused Function) at
 1e6, 1e7 and 1e8 elements in float32 and bfloat16, the bandwidth of the fused run against
 the copy bandwidth measured in the same run, the first call's cost and peak memory.
+Each of the three is also timed by phase: forward alone, backward alone, and the host's
+time to issue fwd+bwd (`_host_ms`: until the calls return, before synchronising).
 `--dry-run` runs every step once at a tiny size on the CPU (Triton's interpreter where
 TRITON_INTERPRET=1 and SYMGRAD_TRITON_CPU=1 are set), to check the script itself.
+`--host` prints the host time per fwd+bwd of each path on the CPU with the kernels'
+launches stubbed out (same variables set), without running a kernel.
 """
 
 from __future__ import annotations
@@ -116,6 +120,72 @@ def _time(
     return first, sorted(times)[len(times) // 2], peak
 
 
+def _phases(
+    function: Callable[..., torch.Tensor], args: list[torch.Tensor], device: str, repeat: int
+) -> dict[str, float]:
+    """Median seconds of the forward alone, the backward alone, and the host time of
+    fwd+bwd (until the calls return, before synchronising: the launches' Python cost
+    where the GPU keeps up)."""
+    forward, backward, host = [], [], []
+    for _ in range(repeat):
+        _sync(device)
+        start = time.perf_counter()
+        y = function(*args)
+        _sync(device)
+        middle = time.perf_counter()
+        torch.autograd.grad(y, args, torch.ones_like(y))
+        _sync(device)
+        forward.append(middle - start)
+        backward.append(time.perf_counter() - middle)
+        start = time.perf_counter()
+        _step(function, args)
+        host.append(time.perf_counter() - start)
+    _sync(device)
+    return {
+        name: sorted(times)[len(times) // 2]
+        for name, times in (("forward", forward), ("backward", backward), ("host", host))
+    }
+
+
+def host_overhead(name: str, repeat: int) -> dict[str, float]:
+    """Microseconds of host time per fwd+bwd on small CPU tensors with the kernels'
+    launches replaced by no-ops: the Function without kernels, the operator path
+    (triton_op and its registered autograd, as torch.compile sees it) and the eager
+    kernels' Function (Note [eager kernels]). Needs TRITON_INTERPRET=1 and
+    SYMGRAD_TRITON_CPU=1 (the kernels' CPU opt-in); no kernel runs."""
+    module = _module(name)
+    stub = _NoLaunch()
+    for kernel in ("forward", "backward"):
+        setattr(module, f"_bench_{name}_{kernel}_kernel", stub)
+    args = _inputs(name, 16, torch.float32, "cpu")
+    operator = getattr(module, f"_bench_{name}_triton_forward")
+    paths = {
+        "function": getattr(module, f"_plain_bench_{name}"),
+        "operator": lambda *a: operator(*a)[0],
+        "eager kernels": getattr(module, f"bench_{name}"),
+    }
+    wrap, torch.library.wrap_triton = torch.library.wrap_triton, lambda kernel: kernel
+    try:
+        result = {}
+        for label, function in paths.items():
+            for _ in range(20):
+                _step(function, args)
+            start = time.perf_counter()
+            for _ in range(repeat):
+                _step(function, args)
+            result[label] = (time.perf_counter() - start) / repeat * 1e6
+    finally:
+        torch.library.wrap_triton = wrap
+    return result
+
+
+class _NoLaunch:
+    """A kernel whose launch does nothing: `kernel[grid](...)`."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
 def _copy_bandwidth(n: int, dtype: torch.dtype, device: str, repeat: int) -> float:
     """Bytes read and written per second by `torch.empty_like(x).copy_(x)`."""
     x = torch.randn(n, device=device).to(dtype)
@@ -136,7 +206,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU, once")
     parser.add_argument("--sizes", type=float, nargs="*", default=[1e6, 1e7, 1e8])
     parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument(
+        "--host", action="store_true", help="host µs per fwd+bwd, launches stubbed, CPU"
+    )
     arguments = parser.parse_args(argv)
+    if arguments.host:
+        for name in arguments.cases:
+            times = host_overhead(name, 200)
+            print(name, " ".join(f"{k}: {v:.0f} µs" for k, v in times.items()), flush=True)
+        return
     device = "cpu" if arguments.dry_run else "cuda"
     sizes = [3000] if arguments.dry_run else [int(s) for s in arguments.sizes]
     repeat = 1 if arguments.dry_run else 20
@@ -156,13 +234,22 @@ def main(argv: list[str] | None = None) -> None:
                     "dtype": str(dtype).removeprefix("torch."),
                     "elements": args[0].numel(),
                 }
-                for label, function in (("eager", eager), ("compile", compiled), ("fused", fused)):
+                # `operator`: the kernels through triton_op and its registered autograd,
+                # the path torch.compile sees (and eager's before the eager Function).
+                operator = getattr(module, f"_bench_{name}_triton_forward", None)
+                paths = [("eager", eager), ("compile", compiled), ("fused", fused)]
+                if operator is not None:
+                    paths.append(("operator", lambda *a, op=operator: op(*a)[0]))
+                for label, function in paths:
                     first, steady, peak = _time(function, args, device, repeat)
                     row |= {
                         f"{label}_ms": steady * 1e3,
                         f"{label}_first_ms": first * 1e3,
                         f"{label}_peak_mb": peak / 2**20,
                     }
+                    # Where the time goes: forward, backward, and the host's share.
+                    phases = _phases(function, args, device, repeat)
+                    row |= {f"{label}_{phase}_ms": t * 1e3 for phase, t in phases.items()}
                 moved = (
                     sum(a.numel() * a.element_size() for a in args) * 4
                 )  # x read twice, y, saved, grads
@@ -177,10 +264,11 @@ def _write(rows: list[dict[str, Any]], out: Path, gpu: str) -> None:
     """The table so far, as csv and markdown."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "triton_gpu.csv", "w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        # Every row's columns, in order (a case without kernels has no `operator`).
+        columns = list(dict.fromkeys(c for r in rows for c in r))
+        writer = csv.DictWriter(stream, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(rows)
-    columns = list(rows[0])
     lines = [
         f"GPU: {gpu}; torch {torch.__version__}",
         "",
@@ -189,7 +277,9 @@ def _write(rows: list[dict[str, Any]], out: Path, gpu: str) -> None:
     ]
     lines += [
         "| "
-        + " | ".join(f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in columns)
+        + " | ".join(
+            f"{r[c]:.3g}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in columns
+        )
         + " |"
         for r in rows
     ]

@@ -283,6 +283,7 @@ def mish_fused(x: torch.Tensor) -> torch.Tensor:
 # the forward and the backward each one kernel, for CUDA tensors (and CPU tensors where
 # TRITON_INTERPRET=1 and SYMGRAD_TRITON_CPU=1 are set); elsewhere, for double backward
 # and under torch.func transforms, the Function above.
+import math  # noqa: E402
 import os as _triton_os  # noqa: E402
 
 try:
@@ -294,6 +295,63 @@ except ImportError:  # the module works without triton: the Function above runs
 
 _TRITON_BLOCK = 1024
 _plain_mish_fused = mish_fused
+# Set before a forward for double backward through the kernels (Note [eager kernels]).
+triton_keeps_inputs = False
+
+
+@functools.cache
+def _triton_grid(n_elements: int) -> tuple[int, int, int]:
+    """The kernels' grid for `n_elements`: worked out once per size. The eager Function
+    launches with `kernel[grid](...)`, not `torch.library.wrap_triton`'s wrapper (its
+    tracing-mode checks cost ~180 µs a launch on an H100's host, JITFunction.run ~14).
+    """
+    return ((n_elements + _TRITON_BLOCK - 1) // _TRITON_BLOCK, 1, 1)
+
+
+_TRITON_ROWS, _TRITON_COLUMNS = 16, 128  # the backward's tiles where it sums by column
+
+
+def _triton_period(shapes: tuple[torch.Size, ...], shape: torch.Size) -> int:
+    """The period of the inputs read modulo their size (trailing dims of `shape`), whose
+    gradients the backward kernel then sums over the rows itself; 0 where there is none,
+    several, one shorter than a tile's row, or an input expanded instead."""
+    periods = set()
+    for own in shapes:
+        if own == shape:
+            continue
+        trailing = list(own)
+        while trailing and trailing[0] == 1:
+            trailing.pop(0)
+        if not trailing or list(shape[len(shape) - len(trailing) :]) != trailing:
+            return 0
+        periods.add(math.prod(trailing))
+    if len(periods) != 1:
+        return 0
+    period = periods.pop()
+    return period if period >= _TRITON_COLUMNS else 0
+
+
+def _triton_summed(gradient: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """`gradient` summed to an input's `shape`, where the input was broadcast."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
+def _triton_may_overwrite(stored: torch.Tensor, grad_y: torch.Tensor) -> bool:
+    """May the backward write the gradient over `stored`? Where the graph is not kept
+    (nothing reads it again) and it has the gradient's dtype, shape and layout."""
+    return (
+        not _triton_keep_graph()
+        and stored.dtype == grad_y.dtype
+        and stored.shape == grad_y.shape
+        and stored.is_contiguous()
+    )
+
+
+def _triton_keep_graph() -> bool:
+    """Whether the running backward keeps its graph (retain_graph); True where this
+    torch cannot tell, so that nothing is overwritten."""
+    keep = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keep is None else bool(keep())
 
 
 def _triton_layout(t: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, bool]:
@@ -313,6 +371,8 @@ def _triton_usable(x: Any) -> bool:
     tensors = (x,)
     if triton is None or torch._C._are_functorch_transforms_active():
         return False
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
+        return False  # dual tensors may come: the Function has the jvp, the kernels not
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
     first = tensors[0]
@@ -395,6 +455,44 @@ if triton is not None:
             saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
         tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
 
+    @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
+    def _mish_fused_backward_rows_kernel(  # type: ignore[no-untyped-def]
+        grad_y_ptr,
+        grad_y_size,
+        saved0_ptr,
+        saved0_size,
+        grad_x_ptr,
+        n_rows,
+        period,
+        GRAD_Y_FLAT: tl.constexpr,
+        SAVED0_FLAT: tl.constexpr,
+        GRAD_X_SUMMED: tl.constexpr,
+        ROWS: tl.constexpr,
+        COLUMNS: tl.constexpr,
+    ):
+        """The backward kernel over tiles of rows: a gradient marked SUMMED is summed
+        over the tile's rows, one partial sum per tile row and column."""
+        columns = tl.program_id(1) * COLUMNS + tl.arange(0, COLUMNS)
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        mask = (rows < n_rows)[:, None] & (columns < period)[None, :]
+        offsets = rows[:, None] * period + columns[None, :]
+        if GRAD_Y_FLAT:
+            grad_y = tl.load(grad_y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % grad_y_size
+            grad_y = tl.load(grad_y_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if SAVED0_FLAT:
+            saved0 = tl.load(saved0_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        else:
+            at = offsets % saved0_size
+            saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if GRAD_X_SUMMED:
+            at = tl.program_id(0) * period + columns
+            summed = tl.sum(tl.where(mask, (grad_y * saved0), 0.0), axis=0)
+            tl.store(grad_x_ptr + at, summed, mask=columns < period)
+        else:
+            tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
+
     @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
     def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
         """The forward kernel: the output, and what the backward kernel reads."""
@@ -465,17 +563,7 @@ if triton is not None:
         x, y, *stored = ctx.saved_tensors
         grad_y = grads[0]
         if torch.is_grad_enabled():
-            y = _plain_mish_fused(x)
-            wanted = [t for t in (x,) if t.requires_grad]
-            found = iter(
-                torch.autograd.grad(
-                    y, wanted, grad_y, create_graph=True, allow_unused=True
-                )
-            )
-            return tuple(
-                next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
-                for t in (x,)
-            )
+            return _mish_fused_triton_twice((x,), grad_y)
         (saved0,) = stored
         (grad_x,) = _mish_fused_triton_backward(
             grad_y,
@@ -487,11 +575,130 @@ if triton is not None:
         _mish_fused_triton_gradient, setup_context=_mish_fused_triton_setup
     )
 
+    def _mish_fused_triton_twice(
+        inputs: tuple[Any, ...], grad_y: torch.Tensor
+    ) -> tuple[Any, ...]:
+        """The gradients with their graph kept (double backward): the Function's."""
+        (x,) = inputs
+        y = _plain_mish_fused(x)
+        wanted = [t for t in (x,) if t.requires_grad]
+        found = iter(
+            torch.autograd.grad(y, wanted, grad_y, create_graph=True, allow_unused=True)
+        )
+        return tuple(
+            next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
+            for t in inputs
+        )
+
+    # Note [eager kernels]: outside torch.compile the kernels run from this Function,
+    # launched straight from its forward and backward: the operator's dispatch and
+    # its registered autograd cost more host time than a kernel's work up to ~1e7
+    # elements. It saves only what the backward kernel reads (a stored derivative in
+    # the input's dtype); the inputs too where `triton_keeps_inputs` was set at the
+    # forward, for double backward, which then runs the Function's operations. Where
+    # the graph is not kept the backward writes the gradient over a stored derivative.
+    class _MishFusedTriton(torch.autograd.Function):
+        """The forward kernel, then the backward kernel, in eager mode."""
+
+        @staticmethod
+        def forward(
+            ctx: Any,
+            x: Any,
+        ) -> torch.Tensor:  # type: ignore[override,unused-ignore]
+            shape = x.shape
+            x_in, x_flat = _triton_layout(x, shape)
+            y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+            saved0_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+            n_elements = y_out.numel()
+            if n_elements:
+                _mish_fused_forward_kernel[_triton_grid(n_elements)](
+                    x_in,
+                    x_in.numel(),
+                    y_out,
+                    saved0_out,
+                    n_elements,
+                    X_FLAT=x_flat,
+                    BLOCK=_TRITON_BLOCK,
+                )
+            ctx.keeps_inputs = triton_keeps_inputs
+            ctx.save_for_backward(saved0_out, *((x,) if triton_keeps_inputs else ()))
+            ctx.numbers = ()
+            ctx.shapes = (x.shape,)
+            return y_out
+
+        @staticmethod
+        def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override,unused-ignore]
+            saved = ctx.saved_tensors
+            (saved0,) = saved[:1]
+            if torch.is_grad_enabled():  # the graph kept: the Function's operations
+                if not ctx.keeps_inputs:
+                    raise RuntimeError(
+                        "mish_fused: double backward through the Triton kernels needs"
+                        " the inputs, which they keep only where mish_fused's module"
+                        " had triton_keeps_inputs = True at the forward"
+                    )
+                x = saved[1]
+                return _mish_fused_triton_twice((x,), grad_y)
+            shape = grad_y.shape
+            grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
+            saved0_in, saved0_flat = _triton_layout(saved0, shape)
+            grad_x_out = (
+                saved0_in
+                if _triton_may_overwrite(saved0_in, grad_y)
+                else torch.empty_like(grad_y, memory_format=torch.contiguous_format)
+            )
+            n_elements = grad_y.numel()
+            (x_shape,) = ctx.shapes
+            period = _triton_period(ctx.shapes, shape) if n_elements else 0
+            if period:  # a broadcast input's gradient summed in the kernel, per tile
+                grid = (
+                    triton.cdiv(n_elements // period, _TRITON_ROWS),
+                    triton.cdiv(period, _TRITON_COLUMNS),
+                )
+                grad_x_summed = x_shape != shape
+                if grad_x_summed:
+                    grad_x_out = torch.empty(
+                        (grid[0], period), dtype=torch.float32, device=grad_y.device
+                    )
+                _mish_fused_backward_rows_kernel[grid](
+                    grad_y_in,
+                    grad_y_in.numel(),
+                    saved0_in,
+                    saved0_in.numel(),
+                    grad_x_out,
+                    n_elements // period,
+                    period,
+                    GRAD_Y_FLAT=grad_y_flat,
+                    SAVED0_FLAT=saved0_flat,
+                    GRAD_X_SUMMED=grad_x_summed,
+                    ROWS=_TRITON_ROWS,
+                    COLUMNS=_TRITON_COLUMNS,
+                )
+                if grad_x_summed:
+                    grad_x_out = grad_x_out.sum(0).to(grad_y.dtype).reshape(x_shape)
+            elif n_elements:
+                _mish_fused_backward_kernel[_triton_grid(n_elements)](
+                    grad_y_in,
+                    grad_y_in.numel(),
+                    saved0_in,
+                    saved0_in.numel(),
+                    grad_x_out,
+                    n_elements,
+                    GRAD_Y_FLAT=grad_y_flat,
+                    SAVED0_FLAT=saved0_flat,
+                    BLOCK=_TRITON_BLOCK,
+                )
+            (need_x,) = ctx.needs_input_grad
+            return (_triton_summed(grad_x_out, x_shape) if need_x else None,)
+
 
 @functools.wraps(_plain_mish_fused)  # type: ignore[no-redef]
 def mish_fused(
     x: Any,
 ) -> torch.Tensor:
     if _triton_usable(x):
-        return _mish_fused_triton_forward(x)[0]
+        if torch.compiler.is_compiling():  # the operator, which torch.compile sees
+            return _mish_fused_triton_forward(x)[0]
+        # Eager: torch's C++ apply of the kernels' Function (Note [eager kernels]).
+        return super(torch.autograd.Function, _MishFusedTriton).apply(x)  # type: ignore[no-any-return,unused-ignore]
     return _plain_mish_fused(x)

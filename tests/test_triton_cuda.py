@@ -1,6 +1,8 @@
 """The Triton kernels of `mode: fused` on a GPU (skipped without CUDA): values and gradients
 against the Function in float32 and bfloat16, block remainders, a per-channel input, the
-registered operator under torch.library.opcheck, and torch.compile(fullgraph=True)."""
+eager Function's saved tensors, the gradient written over the stored derivative, double
+backward, the registered operator under torch.library.opcheck, and
+torch.compile(fullgraph=True)."""
 
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def test_kernels_match_the_function(name: str, dtype: torch.dtype) -> None:
     fused, plain = getattr(module, f"cuda_{name}"), getattr(module, f"_plain_cuda_{name}")
     args = _inputs(name, dtype)
     y = fused(*args)
-    assert "triton" in type(y.grad_fn).__name__, type(y.grad_fn).__name__
+    assert type(y.grad_fn).__name__ == "_CaseTritonBackward", type(y.grad_fn).__name__
     exact = [a.detach().double().requires_grad_() for a in args]
     reference = plain(*exact)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
@@ -85,3 +87,49 @@ def test_compiled_with_fullgraph_matches(name: str) -> None:
     expected_grads = torch.autograd.grad(want, args, g)
     for got, expected in zip(torch.autograd.grad(y, args, g), expected_grads, strict=True):
         torch.testing.assert_close(got, expected)
+
+
+DERIVATIVE = ("mish", "softplus")  # one input, one output: only the derivative is saved
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_eager_function_saves_little_and_overwrites(name: str, dtype: torch.dtype) -> None:
+    module = _module(name)
+    fused = getattr(module, f"cuda_{name}")
+    args = _inputs(name, dtype)
+    packed: list[torch.Tensor] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        y = fused(*args)
+    g = torch.randn_like(y)
+    reduced, by_torch = [], module._triton_summed
+    module._triton_summed = lambda g, shape: reduced.append(g.shape == shape) or by_torch(g, shape)
+    kept = torch.autograd.grad(y, args, g, retain_graph=True)
+    got = torch.autograd.grad(y, args, g)
+    # Every gradient reaches torch of its input's shape: swish's per-channel beta summed
+    # in the kernel.
+    assert reduced and all(reduced), reduced
+    torch.testing.assert_close(got, kept, atol=0, rtol=0)
+    if name in DERIVATIVE:
+        assert [(p.shape, p.dtype) for p in packed] == [(y.shape, dtype)]
+        assert got[0].data_ptr() == packed[0].data_ptr() != kept[0].data_ptr()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_double_backward_runs_the_function(name: str) -> None:
+    module = _module(name)
+    fused, plain = getattr(module, f"cuda_{name}"), getattr(module, f"_plain_cuda_{name}")
+    args = _inputs(name, torch.float32)
+    if name in DERIVATIVE:
+        with pytest.raises(RuntimeError, match="triton_keeps_inputs"):
+            torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
+    module.triton_keeps_inputs = True
+    try:
+        first = torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
+    finally:
+        module.triton_keeps_inputs = False
+    plain_first = torch.autograd.grad(plain(*args).sum(), args, create_graph=True)
+    torch.testing.assert_close(first, plain_first)
+    sums = [sum(g.sum() for g in gs) for gs in (first, plain_first)]
+    got, want = (torch.autograd.grad(total, args) for total in sums)
+    torch.testing.assert_close(got, want)

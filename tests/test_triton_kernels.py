@@ -1,6 +1,8 @@
 """The Triton kernels of `mode: fused` (Note [Triton kernels]), run by Triton's interpreter
 on CPU tensors: values and gradients against the Function's, a per-channel broadcast
-input, sizes not a multiple of the block, float32 and bfloat16, and double backward."""
+input, sizes not a multiple of the block, float32 and bfloat16; the eager Function's saved
+tensors (Note [eager kernels]), the gradient written over the stored derivative, and
+double backward."""
 
 from __future__ import annotations
 
@@ -25,17 +27,27 @@ def make_spec(name):
         made = {"name": "Case", "inputs": {"x": "tensor"}, "outputs": {"y": formula}}
         return dataclasses.replace(api.spec_from_dict(made), mode="fused", module=name)
     return dataclasses.replace(api.load_spec(f"examples/{name}.yaml"), mode="fused")
+DERIVATIVE = ("mish_fused", "softplus")  # one input, one output: the derivative stored
 for name, channels in (("mish_fused", 0), ("swish", 1027), ("softplus", 0), ("screened", 0)):
-    spec = make_spec(name)
+    spec = dataclasses.replace(make_spec(name), name="Case")
     module = api.load_module(spec)
     fused, plain = getattr(module, spec.module), getattr(module, "_plain_" + spec.module)
+    # Whether each gradient reaches torch already of its input's shape: a per-channel
+    # input's is summed in the kernel (Note [eager kernels]), not by torch.
+    reduced, by_torch = [], module._triton_summed
+    module._triton_summed = lambda g, shape: reduced.append(g.shape == shape) or by_torch(g, shape)
     for dtype, tol, gtol in ((torch.float32, 1e-5, 1e-4), (torch.bfloat16, 1e-2, 2e-2)):
         x = torch.randn(3, 1027) * 8 if name != "screened" else torch.rand(3, 1027) + 0.8
         args = [x.to(dtype).requires_grad_()]
         if channels:
             args.append((torch.rand(channels, dtype=dtype) + 0.5).requires_grad_())
-        y = fused(*args)
-        assert "triton" in type(y.grad_fn).__name__, type(y.grad_fn).__name__
+        packed = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+            y = fused(*args)
+        assert type(y.grad_fn).__name__ == "_CaseTritonBackward", type(y.grad_fn).__name__
+        if name in DERIVATIVE:  # only the stored derivative, in the input's dtype
+            assert [(p.shape, p.dtype) for p in packed] == [(y.shape, dtype)], packed
+            assert packed[0].data_ptr() not in (args[0].data_ptr(), y.data_ptr())
         # The reference: the Function in float64 on the same (rounded) inputs.
         exact = [a.detach().double().requires_grad_() for a in args]
         reference = plain(*exact)
@@ -44,19 +56,48 @@ for name, channels in (("mish_fused", 0), ("swish", 1027), ("softplus", 0), ("sc
         wanted = torch.autograd.grad(reference, exact, g.double())
         # In bfloat16 the stored values are rounded as eager's are: at most twice its error.
         eager = torch.autograd.grad(plain(*args), args, g)
-        for a, b, e in zip(torch.autograd.grad(y, args, g), wanted, eager):
+        kept = torch.autograd.grad(y, args, g, retain_graph=True)
+        got = torch.autograd.grad(y, args, g)
+        if name in DERIVATIVE:  # written over the derivative where the graph is not kept
+            assert got[0].data_ptr() == packed[0].data_ptr() != kept[0].data_ptr()
+        torch.testing.assert_close(got, kept, atol=0, rtol=0)
+        for a, b, e in zip(got, wanted, eager):
             scale = max(1.0, b.abs().max().item())
             if dtype == torch.float32:
                 torch.testing.assert_close(a.double(), b, atol=gtol * scale, rtol=gtol)
             else:
                 bound = max(2 * (e.double() - b).abs().max().item(), gtol * scale)
                 assert (a.double() - b).abs().max().item() <= bound, name
+    assert reduced and all(reduced), (name, reduced)
     x = (torch.rand(2, channels or 5) + 0.8).requires_grad_()
-    rest = [torch.rand(channels) + 0.5] if channels else []
-    (gx,) = torch.autograd.grad(fused(x, *rest).sum(), x, create_graph=True)
-    (gp,) = torch.autograd.grad(plain(x, *rest).sum(), x, create_graph=True)
-    second = [torch.autograd.grad(g.sum(), x)[0] for g in (gx, gp)]
+    rest = [(torch.rand(channels) + 0.5).requires_grad_()] if channels else []
+    if name in DERIVATIVE:  # only the derivative kept: no double backward but asked for
+        try:
+            torch.autograd.grad(fused(x, *rest).sum(), x, create_graph=True)
+            raise AssertionError("double backward without the inputs")
+        except RuntimeError as error:
+            assert "triton_keeps_inputs" in str(error), error
+    module.triton_keeps_inputs = True
+    y = fused(x, *rest)
+    assert type(y.grad_fn).__name__ == "_CaseTritonBackward"
+    first = torch.autograd.grad(y.sum(), [x, *rest], create_graph=True)
+    plain_first = torch.autograd.grad(plain(x, *rest).sum(), [x, *rest], create_graph=True)
+    torch.testing.assert_close(first, plain_first)
+    sums = [sum(g.sum() for g in gs) for gs in (first, plain_first)]
+    second = [torch.autograd.grad(total, [x, *rest]) for total in sums]
     torch.testing.assert_close(*second)
+    module.triton_keeps_inputs = False
+# Forward-mode AD (dual tensors): the Function's jvp, not kernels that drop the tangent.
+import torch.autograd.forward_ad as forward_ad
+with forward_ad.dual_level():
+    y = fused(forward_ad.make_dual(x.detach(), torch.ones_like(x)), *rest)
+    tangent = forward_ad.unpack_dual(y).tangent
+    assert tangent is not None and "Triton" not in type(y.grad_fn).__name__
+_, wanted = torch.func.jvp(lambda t: plain(t, *rest), (x.detach(),), (torch.ones_like(x),))
+torch.testing.assert_close(tangent, wanted)
+# Where this torch cannot tell whether the graph is kept, nothing is overwritten.
+del torch._C._autograd._get_current_graph_task_keep_graph
+assert module._triton_keep_graph()
 print("ok")
 """
 
@@ -78,7 +119,7 @@ def test_kernels_match_the_function_in_the_interpreter() -> None:
 def test_cpu_tensors_keep_the_function_without_the_opt_in() -> None:
     result = _run({"TRITON_INTERPRET": "1", "SYMGRAD_TRITON_CPU": "0"})
     assert result.returncode != 0
-    assert "AssertionError: MishFusedBackward" in result.stderr
+    assert "AssertionError: CaseBackward" in result.stderr
 
 
 def test_specs_outside_the_slice_get_no_kernels() -> None:

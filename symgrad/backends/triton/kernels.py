@@ -49,6 +49,10 @@ class TritonKernels:
     saved: tuple[str, ...]
     # (input, its gradient's name) per tensor input that gets a gradient, in order.
     gradients: tuple[tuple[str, str], ...]
+    # The stored derivative, which the backward may overwrite with the gradient, or None.
+    donor: str | None
+    # What the eager Function saves: the backward kernel's loads but the gradient.
+    kept: tuple[str, ...]
 
 
 def triton_kernels(derived: Derived) -> TritonKernels | None:
@@ -80,6 +84,8 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         backward=_kernel(loops.backward),
         saved=loops.saved,
         gradients=gradients,
+        donor=loops.donor,
+        kept=tuple(name for name in loops.backward.arguments if name != grad),
     )
 
 
