@@ -353,8 +353,8 @@ def _shape_code(shape: reductions.Shape | None, helpers: Mapping[str, str]) -> s
     if shape[0] == "input":
         return f"{shape[1]}.shape"
     if shape[0] == "broadcast":
-        codes = ", ".join(_shape_code(s, helpers) for s in shape[1])
-        return f"{helpers['broadcast_shapes']}({codes})"
+        shapes = ", ".join(_shape_code(s, helpers) for s in shape[1])
+        return f"{helpers['broadcast_shapes']}({shapes})"
     if shape[0] in ("view", "cat"):
         return _view_shape_code(shape, helpers)
     if shape[0] == "einsum":  # each output letter's size, read off an operand that has it
