@@ -1,10 +1,11 @@
 """The Triton kernels of `mode: fused` against eager autograd and torch.compile, on a GPU.
 
 `python -m bench.triton_gpu --out DIR` writes DIR/triton_gpu.md and .csv: fwd+bwd time of
-each case (eager, torch.compile of the plain formula, the generated fused Function) at
+each case (eager autograd of the formula written in plain torch, torch.compile of it, the
+generated fused Function, and torch's built-in kernels where it has them) at
 1e6, 1e7 and 1e8 elements in float32 and bfloat16, the bandwidth of the fused run against
 the copy bandwidth measured in the same run, the first call's cost and peak memory.
-Each of the three is also timed by phase: forward alone, backward alone, and the host's
+Each is also timed by phase: forward alone, backward alone, and the host's
 time to issue fwd+bwd (`_host_ms`: until the calls return, before synchronising).
 `--dry-run` runs every step once at a tiny size on the CPU (Triton's interpreter where
 TRITON_INTERPRET=1 and SYMGRAD_TRITON_CPU=1 are set), to check the script itself.
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 
 import symgrad.api as api
+from bench import cases
 
 nnf = torch.nn.functional
 # name: (inputs, output formula)
@@ -43,18 +45,32 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "screened_lj": ({"r": "tensor"}, "4 * (r**-12 - r**-6) * exp(-0.5 * r)"),
 }
-# Each case as plain torch, what eager autograd and torch.compile run.
+# Each case's formula as a user writes it in plain torch: what eager autograd and
+# torch.compile run (the issue's "eager autograd"; bench.cases' literal formulas).
 EAGER: dict[str, Callable[..., torch.Tensor]] = {
+    "silu": cases.silu,
+    "gelu_erf": cases.gelu_erf,
+    "gelu_tanh": cases.gelu_tanh,
+    "mish": cases.mish,
+    "softplus": cases.softplus,
+    "swish_beta": cases.swish_beta,
+    "geglu_half": lambda value, gate: value * cases.gelu_erf(gate),
+    "swiglu_half": lambda value, gate: value * cases.silu(gate),
+    "huber_mean": lambda x, t: torch.mean(
+        torch.where((x - t).abs() < 1, 0.5 * (x - t) ** 2, (x - t).abs() - 0.5)
+    ),
+    "screened_lj": lambda r: 4 * (r**-12 - r**-6) * torch.exp(-0.5 * r),
+}
+# torch's own kernels of the case, where it has them: eager autograd of one op each way.
+BUILTIN: dict[str, Callable[..., torch.Tensor]] = {
     "silu": nnf.silu,
     "gelu_erf": nnf.gelu,
     "gelu_tanh": lambda x: nnf.gelu(x, approximate="tanh"),
     "mish": nnf.mish,
     "softplus": nnf.softplus,
-    "swish_beta": lambda x, beta: x * torch.sigmoid(beta * x),
     "geglu_half": lambda value, gate: value * nnf.gelu(gate),
     "swiglu_half": lambda value, gate: value * nnf.silu(gate),
     "huber_mean": lambda x, t: nnf.huber_loss(x, t),
-    "screened_lj": lambda r: 4 * (r**-12 - r**-6) * torch.exp(-0.5 * r),
 }
 CHANNELS = 1024  # swish_beta's beta: one per channel, the last dim
 
@@ -238,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
                 # the path torch.compile sees (and eager's before the eager Function).
                 operator = getattr(module, f"_bench_{name}_triton_forward", None)
                 paths = [("eager", eager), ("compile", compiled), ("fused", fused)]
+                if name in BUILTIN:
+                    paths.append(("builtin", BUILTIN[name]))
                 if operator is not None:
                     paths.append(("operator", lambda *a, op=operator: op(*a)[0]))
                 for label, function in paths:
@@ -250,9 +268,11 @@ def main(argv: list[str] | None = None) -> None:
                     # Where the time goes: forward, backward, and the host's share.
                     phases = _phases(function, args, device, repeat)
                     row |= {f"{label}_{phase}_ms": t * 1e3 for phase, t in phases.items()}
-                moved = (
-                    sum(a.numel() * a.element_size() for a in args) * 4
-                )  # x read twice, y, saved, grads
+                # The least a fwd+bwd moves: inputs read twice (forward, backward), the
+                # output written and its gradient read, each input's gradient written.
+                inputs = sum(a.numel() * a.element_size() for a in args)
+                output = max(a.numel() for a in args) * args[0].element_size()
+                moved = 2 * inputs + 2 * output + inputs
                 row["fused_bandwidth_pct"] = 100 * moved / row["fused_ms"] * 1e3 / bandwidth
                 row["copy_gb_s"] = bandwidth / 1e9
                 rows.append(row)

@@ -1,6 +1,6 @@
 """The Triton kernels of `mode: fused` on a GPU (skipped without CUDA): values and gradients
 against the Function in float32 and bfloat16, block remainders, a per-channel input, the
-eager Function's saved tensors, the gradient written over the stored derivative, double
+eager Function's saved tensors (the inputs, nothing stored for the backward), double
 backward, the registered operator under torch.library.opcheck, and
 torch.compile(fullgraph=True)."""
 
@@ -19,9 +19,12 @@ if not torch.cuda.is_available():
 import symgrad.api as api
 
 # Importing inductor (torch.compile) in torch 2.11 warns of its own torch.jit use.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-)
+# Dynamo (torch 2.11) warns of a .grad read as it traces the screened case's float64
+# reference, the Function in fused mode.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf"),
+]
 
 CASES = {
     "mish": ({"x": "tensor"}, "x * tanh(softplus(x))"),
@@ -89,12 +92,9 @@ def test_compiled_with_fullgraph_matches(name: str) -> None:
         torch.testing.assert_close(got, expected)
 
 
-DERIVATIVE = ("mish", "softplus")  # one input, one output: only the derivative is saved
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(CASES))
-def test_the_eager_function_saves_little_and_overwrites(name: str, dtype: torch.dtype) -> None:
+def test_the_eager_function_saves_no_new_buffer(name: str, dtype: torch.dtype) -> None:
     module = _module(name)
     fused = getattr(module, f"cuda_{name}")
     args = _inputs(name, dtype)
@@ -110,9 +110,10 @@ def test_the_eager_function_saves_little_and_overwrites(name: str, dtype: torch.
     # in the kernel.
     assert reduced and all(reduced), reduced
     torch.testing.assert_close(got, kept, atol=0, rtol=0)
-    if name in DERIVATIVE:
-        assert [(p.shape, p.dtype) for p in packed] == [(y.shape, dtype)]
-        assert got[0].data_ptr() == packed[0].data_ptr() != kept[0].data_ptr()
+    own = {t.data_ptr() for t in (*args, y)}
+    assert packed and all(p.data_ptr() in own for p in packed), name
+    if name in ("mish", "softplus"):  # the input alone, as torch.compile saves
+        assert [p.data_ptr() for p in packed] == [args[0].data_ptr()]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -120,14 +121,8 @@ def test_double_backward_runs_the_function(name: str) -> None:
     module = _module(name)
     fused, plain = getattr(module, f"cuda_{name}"), getattr(module, f"_plain_cuda_{name}")
     args = _inputs(name, torch.float32)
-    if name in DERIVATIVE:
-        with pytest.raises(RuntimeError, match="triton_keeps_inputs"):
-            torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
-    module.triton_keeps_inputs = True
-    try:
-        first = torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
-    finally:
-        module.triton_keeps_inputs = False
+    # Each case's backward kernel reads its inputs: no triton_keeps_inputs needed.
+    first = torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
     plain_first = torch.autograd.grad(plain(*args).sum(), args, create_graph=True)
     torch.testing.assert_close(first, plain_first)
     sums = [sum(g.sum() for g in gs) for gs in (first, plain_first)]

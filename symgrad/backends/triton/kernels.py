@@ -1,13 +1,19 @@
 """The Triton kernels of a `mode: fused` spec: the C++ fused loops, spelled for Triton.
 
 Note [Triton kernels]: the loops are symgrad.backends.cpp.fused's (the same acceptance
-rules, the same stored values: Note [Fused loops]), printed by TritonPrinter over blocks
-of float32 values (float16 and bfloat16 are loaded and converted, and stored back in the
-input's dtype). Each tensor input of the broadcast shape is read flat; one that covers
-the trailing dims (a per-channel parameter) is read in place, its index taken modulo its
-size, and its gradient is stored per element and summed to its shape by torch; any other
-is expanded first. This slice covers one output, not reduced, over tensor and float
-inputs; any other spec keeps the torch Function alone (`triton_kernels` returns None).
+rules: Note [Fused loops]), printed by TritonPrinter over blocks of float32 values
+(float16 and bfloat16 are loaded and converted, and stored back in the input's dtype).
+Unlike the CPU loops, the forward kernel stores nothing but the output: the backward
+kernel reads the inputs and recomputes (`fused_loops(store=False)`). A GPU elementwise
+kernel is bound by memory traffic, not arithmetic: a stored derivative is one more
+buffer written by the forward and read by the backward (six passes over memory for one
+input and one output, against five, as torch.compile makes), and one more buffer held
+between them, where the input is held anyway. Each tensor input of the broadcast shape
+is read flat; one that covers the trailing dims (a per-channel parameter) is read in
+place, its index taken modulo its size, and its gradient summed over tiles of rows in
+the backward kernel (Note [eager kernels]); any other is expanded first. This slice
+covers one output, not reduced, over tensor and float inputs; any other spec keeps the
+torch Function alone (`triton_kernels` returns None).
 """
 
 from __future__ import annotations
@@ -49,8 +55,6 @@ class TritonKernels:
     saved: tuple[str, ...]
     # (input, its gradient's name) per tensor input that gets a gradient, in order.
     gradients: tuple[tuple[str, str], ...]
-    # The stored derivative, which the backward may overwrite with the gradient, or None.
-    donor: str | None
     # What the eager Function saves: the backward kernel's loads but the gradient.
     kept: tuple[str, ...]
 
@@ -65,7 +69,9 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         return None
     tensors = [i.name for i in spec.tensor_inputs]
     received = {name: f"grad_{name}" for name in tensors}
-    loops = fused_loops(derived, {}, received, received, received, "", TritonPrinter({}))
+    # Nothing stored for the backward: it recomputes from the inputs (Note [Triton kernels]).
+    printer = TritonPrinter({})
+    loops = fused_loops(derived, {}, received, received, received, "", printer, store=False)
     if loops is None or any(loops.summed) or loops.unused or loops.required:
         return None
     grad = derived.backward[0].grad.name
@@ -84,7 +90,6 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         backward=_kernel(loops.backward),
         saved=loops.saved,
         gradients=gradients,
-        donor=loops.donor,
         kept=tuple(name for name in loops.backward.arguments if name != grad),
     )
 
