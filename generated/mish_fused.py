@@ -336,24 +336,6 @@ def _triton_summed(gradient: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
 
 
-def _triton_may_overwrite(stored: torch.Tensor, grad_y: torch.Tensor) -> bool:
-    """May the backward write the gradient over `stored`? Where the graph is not kept
-    (nothing reads it again) and it has the gradient's dtype, shape and layout."""
-    return (
-        not _triton_keep_graph()
-        and stored.dtype == grad_y.dtype
-        and stored.shape == grad_y.shape
-        and stored.is_contiguous()
-    )
-
-
-def _triton_keep_graph() -> bool:
-    """Whether the running backward keeps its graph (retain_graph); True where this
-    torch cannot tell, so that nothing is overwritten."""
-    keep = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
-    return True if keep is None else bool(keep())
-
-
 def _triton_layout(t: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, bool]:
     """`t` as the kernels read it: flat (True), or modulo its size (trailing dims)."""
     if t.shape == shape:
@@ -402,7 +384,6 @@ if triton is not None:
         x_ptr,
         x_size,
         y_ptr,
-        saved0_ptr,
         n_elements,
         X_FLAT: tl.constexpr,
         BLOCK: tl.constexpr,
@@ -414,18 +395,20 @@ if triton is not None:
         else:
             at = offsets % x_size
             x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
-        _t1 = x >= 0.0
-        _t2 = tl.exp(-tl.abs(x))
-        _t3 = _t2 * _t2
-        _t4 = 2.0 * _t2
-        _t5 = _t4 + 1.0
-        _t6 = tl.where(
-            _t1, (_t5 / ((2.0 * _t3) + _t5)), (_t2 * (_t2 + 2.0) / (_t3 + _t4 + 2.0))
-        )
-        tl.store(y_ptr + offsets, (_t6 * x), mask=mask)
+        _t1 = tl.exp(-tl.abs(x))
+        _t2 = _t1 * _t1
+        _t3 = 2.0 * _t1
+        _t4 = _t3 + 1.0
         tl.store(
-            saved0_ptr + offsets,
-            (_t6 + (x * (1.0 - (_t6 * _t6)) * tl.where(_t1, 1.0, _t2) / (_t2 + 1.0))),
+            y_ptr + offsets,
+            (
+                x
+                * tl.where(
+                    (x >= 0.0),
+                    (_t4 / ((2.0 * _t2) + _t4)),
+                    (_t1 * (_t1 + 2.0) / (_t2 + _t3 + 2.0)),
+                )
+            ),
             mask=mask,
         )
 
@@ -433,12 +416,12 @@ if triton is not None:
     def _mish_fused_backward_kernel(  # type: ignore[no-untyped-def]
         grad_y_ptr,
         grad_y_size,
-        saved0_ptr,
-        saved0_size,
+        x_ptr,
+        x_size,
         grad_x_ptr,
         n_elements,
         GRAD_Y_FLAT: tl.constexpr,
-        SAVED0_FLAT: tl.constexpr,
+        X_FLAT: tl.constexpr,
         BLOCK: tl.constexpr,
     ):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -448,24 +431,47 @@ if triton is not None:
         else:
             at = offsets % grad_y_size
             grad_y = tl.load(grad_y_ptr + at, mask=mask, other=0.0).to(tl.float32)
-        if SAVED0_FLAT:
-            saved0 = tl.load(saved0_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        if X_FLAT:
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         else:
-            at = offsets % saved0_size
-            saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
-        tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
+            at = offsets % x_size
+            x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        _t5 = tl.exp(-tl.abs(x))
+        _t6 = x >= 0.0
+        _t7 = _t5 * _t5
+        _t8 = 2.0 * _t5
+        _t9 = _t8 + 1.0
+        _t10 = tl.where(
+            _t6, (_t9 / ((2.0 * _t7) + _t9)), (_t5 * (_t5 + 2.0) / (_t7 + _t8 + 2.0))
+        )
+        tl.store(
+            grad_x_ptr + offsets,
+            (
+                grad_y
+                * (
+                    _t10
+                    + (
+                        x
+                        * (1.0 - (_t10 * _t10))
+                        * tl.where(_t6, 1.0, _t5)
+                        / (_t5 + 1.0)
+                    )
+                )
+            ),
+            mask=mask,
+        )
 
     @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
     def _mish_fused_backward_rows_kernel(  # type: ignore[no-untyped-def]
         grad_y_ptr,
         grad_y_size,
-        saved0_ptr,
-        saved0_size,
+        x_ptr,
+        x_size,
         grad_x_ptr,
         n_rows,
         period,
         GRAD_Y_FLAT: tl.constexpr,
-        SAVED0_FLAT: tl.constexpr,
+        X_FLAT: tl.constexpr,
         GRAD_X_SUMMED: tl.constexpr,
         ROWS: tl.constexpr,
         COLUMNS: tl.constexpr,
@@ -481,17 +487,58 @@ if triton is not None:
         else:
             at = offsets % grad_y_size
             grad_y = tl.load(grad_y_ptr + at, mask=mask, other=0.0).to(tl.float32)
-        if SAVED0_FLAT:
-            saved0 = tl.load(saved0_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        if X_FLAT:
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         else:
-            at = offsets % saved0_size
-            saved0 = tl.load(saved0_ptr + at, mask=mask, other=0.0).to(tl.float32)
+            at = offsets % x_size
+            x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        _t5 = tl.exp(-tl.abs(x))
+        _t6 = x >= 0.0
+        _t7 = _t5 * _t5
+        _t8 = 2.0 * _t5
+        _t9 = _t8 + 1.0
+        _t10 = tl.where(
+            _t6, (_t9 / ((2.0 * _t7) + _t9)), (_t5 * (_t5 + 2.0) / (_t7 + _t8 + 2.0))
+        )
         if GRAD_X_SUMMED:
             at = tl.program_id(0) * period + columns
-            summed = tl.sum(tl.where(mask, (grad_y * saved0), 0.0), axis=0)
+            summed = tl.sum(
+                tl.where(
+                    mask,
+                    (
+                        grad_y
+                        * (
+                            _t10
+                            + (
+                                x
+                                * (1.0 - (_t10 * _t10))
+                                * tl.where(_t6, 1.0, _t5)
+                                / (_t5 + 1.0)
+                            )
+                        )
+                    ),
+                    0.0,
+                ),
+                axis=0,
+            )
             tl.store(grad_x_ptr + at, summed, mask=columns < period)
         else:
-            tl.store(grad_x_ptr + offsets, (grad_y * saved0), mask=mask)
+            tl.store(
+                grad_x_ptr + offsets,
+                (
+                    grad_y
+                    * (
+                        _t10
+                        + (
+                            x
+                            * (1.0 - (_t10 * _t10))
+                            * tl.where(_t6, 1.0, _t5)
+                            / (_t5 + 1.0)
+                        )
+                    )
+                ),
+                mask=mask,
+            )
 
     @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
     def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
@@ -501,7 +548,6 @@ if triton is not None:
         )
         x_in, x_flat = _triton_layout(x, shape)
         y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
-        saved0_out = torch.empty(shape, dtype=torch.float32, device=x.device)
         n_elements = y_out.numel()
         if n_elements:
             torch.library.wrap_triton(_mish_fused_forward_kernel)[
@@ -510,25 +556,23 @@ if triton is not None:
                 x_in,
                 x_in.numel(),
                 y_out,
-                saved0_out,
                 n_elements,
                 X_FLAT=x_flat,
                 BLOCK=_TRITON_BLOCK,
             )
         return [
             y_out,
-            saved0_out,
         ]
 
     @torch.library.triton_op("symgrad::mish_fused_triton_backward", mutates_args=())
     def _mish_fused_triton_backward(
         grad_y: torch.Tensor,
-        saved0: torch.Tensor,
+        x: torch.Tensor,
     ) -> list[torch.Tensor]:
         """The backward kernel: each tensor input's gradient, summed to its shape."""
         shape = grad_y.shape
         grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
-        saved0_in, saved0_flat = _triton_layout(saved0, shape)
+        x_in, x_flat = _triton_layout(x, shape)
         grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
         n_elements = grad_y.numel()
         if n_elements:
@@ -537,12 +581,12 @@ if triton is not None:
             ](
                 grad_y_in,
                 grad_y_in.numel(),
-                saved0_in,
-                saved0_in.numel(),
+                x_in,
+                x_in.numel(),
                 grad_x_out,
                 n_elements,
                 GRAD_Y_FLAT=grad_y_flat,
-                SAVED0_FLAT=saved0_flat,
+                X_FLAT=x_flat,
                 BLOCK=_TRITON_BLOCK,
             )
         return [
@@ -564,10 +608,10 @@ if triton is not None:
         grad_y = grads[0]
         if torch.is_grad_enabled():
             return _mish_fused_triton_twice((x,), grad_y)
-        (saved0,) = stored
+        () = stored
         (grad_x,) = _mish_fused_triton_backward(
             grad_y,
-            saved0,
+            x,
         )
         return (grad_x.sum_to_size(x.shape),)
 
@@ -593,10 +637,10 @@ if triton is not None:
     # Note [eager kernels]: outside torch.compile the kernels run from this Function,
     # launched straight from its forward and backward: the operator's dispatch and
     # its registered autograd cost more host time than a kernel's work up to ~1e7
-    # elements. It saves only what the backward kernel reads (a stored derivative in
-    # the input's dtype); the inputs too where `triton_keeps_inputs` was set at the
-    # forward, for double backward, which then runs the Function's operations. Where
-    # the graph is not kept the backward writes the gradient over a stored derivative.
+    # elements. It saves what the backward kernel reads, which recomputes from the
+    # inputs (Note [Triton kernels] in symgrad.backends.triton.kernels); an input it
+    # does not read is saved too where `triton_keeps_inputs` was set at the forward,
+    # for double backward, which then runs the Function's operations.
     class _MishFusedTriton(torch.autograd.Function):
         """The forward kernel, then the backward kernel, in eager mode."""
 
@@ -608,20 +652,20 @@ if triton is not None:
             shape = x.shape
             x_in, x_flat = _triton_layout(x, shape)
             y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
-            saved0_out = torch.empty(shape, dtype=x.dtype, device=x.device)
             n_elements = y_out.numel()
             if n_elements:
                 _mish_fused_forward_kernel[_triton_grid(n_elements)](
                     x_in,
                     x_in.numel(),
                     y_out,
-                    saved0_out,
                     n_elements,
                     X_FLAT=x_flat,
                     BLOCK=_TRITON_BLOCK,
                 )
-            ctx.keeps_inputs = triton_keeps_inputs
-            ctx.save_for_backward(saved0_out, *((x,) if triton_keeps_inputs else ()))
+            ctx.keeps_inputs = True
+            ctx.save_for_backward(
+                x,
+            )
             ctx.numbers = ()
             ctx.shapes = (x.shape,)
             return y_out
@@ -629,7 +673,7 @@ if triton is not None:
         @staticmethod
         def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override,unused-ignore]
             saved = ctx.saved_tensors
-            (saved0,) = saved[:1]
+            (x,) = saved[:1]
             if torch.is_grad_enabled():  # the graph kept: the Function's operations
                 if not ctx.keeps_inputs:
                     raise RuntimeError(
@@ -637,16 +681,11 @@ if triton is not None:
                         " the inputs, which they keep only where mish_fused's module"
                         " had triton_keeps_inputs = True at the forward"
                     )
-                x = saved[1]
                 return _mish_fused_triton_twice((x,), grad_y)
             shape = grad_y.shape
             grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
-            saved0_in, saved0_flat = _triton_layout(saved0, shape)
-            grad_x_out = (
-                saved0_in
-                if _triton_may_overwrite(saved0_in, grad_y)
-                else torch.empty_like(grad_y, memory_format=torch.contiguous_format)
-            )
+            x_in, x_flat = _triton_layout(x, shape)
+            grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
             n_elements = grad_y.numel()
             (x_shape,) = ctx.shapes
             period = _triton_period(ctx.shapes, shape) if n_elements else 0
@@ -663,13 +702,13 @@ if triton is not None:
                 _mish_fused_backward_rows_kernel[grid](
                     grad_y_in,
                     grad_y_in.numel(),
-                    saved0_in,
-                    saved0_in.numel(),
+                    x_in,
+                    x_in.numel(),
                     grad_x_out,
                     n_elements // period,
                     period,
                     GRAD_Y_FLAT=grad_y_flat,
-                    SAVED0_FLAT=saved0_flat,
+                    X_FLAT=x_flat,
                     GRAD_X_SUMMED=grad_x_summed,
                     ROWS=_TRITON_ROWS,
                     COLUMNS=_TRITON_COLUMNS,
@@ -680,12 +719,12 @@ if triton is not None:
                 _mish_fused_backward_kernel[_triton_grid(n_elements)](
                     grad_y_in,
                     grad_y_in.numel(),
-                    saved0_in,
-                    saved0_in.numel(),
+                    x_in,
+                    x_in.numel(),
                     grad_x_out,
                     n_elements,
                     GRAD_Y_FLAT=grad_y_flat,
-                    SAVED0_FLAT=saved0_flat,
+                    X_FLAT=x_flat,
                     BLOCK=_TRITON_BLOCK,
                 )
             (need_x,) = ctx.needs_input_grad

@@ -336,24 +336,6 @@ def _triton_summed(gradient: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
 
 
-def _triton_may_overwrite(stored: torch.Tensor, grad_y: torch.Tensor) -> bool:
-    """May the backward write the gradient over `stored`? Where the graph is not kept
-    (nothing reads it again) and it has the gradient's dtype, shape and layout."""
-    return (
-        not _triton_keep_graph()
-        and stored.dtype == grad_y.dtype
-        and stored.shape == grad_y.shape
-        and stored.is_contiguous()
-    )
-
-
-def _triton_keep_graph() -> bool:
-    """Whether the running backward keeps its graph (retain_graph); True where this
-    torch cannot tell, so that nothing is overwritten."""
-    keep = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
-    return True if keep is None else bool(keep())
-
-
 def _triton_layout(t: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, bool]:
     """`t` as the kernels read it: flat (True), or modulo its size (trailing dims)."""
     if t.shape == shape:
@@ -579,10 +561,10 @@ if triton is not None:
     # Note [eager kernels]: outside torch.compile the kernels run from this Function,
     # launched straight from its forward and backward: the operator's dispatch and
     # its registered autograd cost more host time than a kernel's work up to ~1e7
-    # elements. It saves only what the backward kernel reads (a stored derivative in
-    # the input's dtype); the inputs too where `triton_keeps_inputs` was set at the
-    # forward, for double backward, which then runs the Function's operations. Where
-    # the graph is not kept the backward writes the gradient over a stored derivative.
+    # elements. It saves what the backward kernel reads, which recomputes from the
+    # inputs (Note [Triton kernels] in symgrad.backends.triton.kernels); an input it
+    # does not read is saved too where `triton_keeps_inputs` was set at the forward,
+    # for double backward, which then runs the Function's operations.
     class _LogisticFusedTriton(torch.autograd.Function):
         """The forward kernel, then the backward kernel, in eager mode."""
 
