@@ -608,20 +608,20 @@ if triton is not None:
             shape = grad_y.shape
             grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
             y_in, y_flat = _triton_layout(y, shape)
-            grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
             n_elements = grad_y.numel()
             (x_shape,) = ctx.shapes
             period = _triton_period(ctx.shapes, shape) if n_elements else 0
-            if period:  # a broadcast input's gradient summed in the kernel, per tile
-                grid = (
-                    triton.cdiv(n_elements // period, _TRITON_ROWS),
-                    triton.cdiv(period, _TRITON_COLUMNS),
-                )
-                grad_x_summed = x_shape != shape
-                if grad_x_summed:
-                    grad_x_out = torch.empty(
-                        (grid[0], period), dtype=torch.float32, device=grad_y.device
-                    )
+            tiles = triton.cdiv(n_elements // period, _TRITON_ROWS) if period else 0
+            # A broadcast input's gradient summed in the kernel: one float32 partial sum per
+            # tile and column, never a buffer of the full shape.
+            grad_x_summed = bool(period) and x_shape != shape
+            grad_x_out = (
+                torch.empty((tiles, period), dtype=torch.float32, device=grad_y.device)
+                if grad_x_summed
+                else torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
+            )
+            if period:
+                grid = (tiles, triton.cdiv(period, _TRITON_COLUMNS))
                 _logistic_fused_backward_rows_kernel[grid](
                     grad_y_in,
                     grad_y_in.numel(),
