@@ -689,8 +689,8 @@ if triton is not None:
             (x_shape,) = ctx.shapes
             period = _triton_period(ctx.shapes, shape) if n_elements else 0
             tiles = triton.cdiv(n_elements // period, _TRITON_ROWS) if period else 0
-            # A broadcast input's gradient summed in the kernel: one float32 partial sum per
-            # tile and column, never a buffer of the full shape.
+            # A broadcast input's gradient summed in the kernel: float32 partial sums
+            # per tile and column, never a buffer of the full shape.
             grad_x_summed = bool(period) and x_shape != shape
             grad_x_out = (
                 torch.empty((tiles, period), dtype=torch.float32, device=grad_y.device)
