@@ -162,8 +162,8 @@ def _row(row: EagerRow) -> str:
         f"{row.eager_ms:.2f}",
         f"{row.generated_ms:.2f}",
         f"{row.ratio:.2f}x ({low:.2f}-{high:.2f})",
-        f"{row.eager_saved / 1e6:.1f}",
-        f"{row.generated_saved / 1e6:.1f}",
+        f"{row.eager_saved / 1e6:.3f}",
+        f"{row.generated_saved / 1e6:.3f}",
     ]
     return "| " + " | ".join(cells) + " |"
 
