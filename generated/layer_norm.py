@@ -12,9 +12,9 @@ Forward:
     y = rstd*xc
 
 Derivatives:
-    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*y*rstd**2/2,
+    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*xc*rstd**3/2,
         dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
-        dim=[-1]) + 2*xc*sum(-grad_y*y*rstd**2/2, dim=-1, keepdim=True)/numel(xc**2,
+        dim=[-1]) + 2*xc*sum(-grad_y*xc*rstd**3/2, dim=-1, keepdim=True)/numel(xc**2,
         dim=[-1])
 """
 
@@ -162,7 +162,7 @@ class LayerNorm(torch.autograd.Function):
         x, eps = inputs
         y, mu, rstd = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, y, mu, rstd)
+        ctx.save_for_backward(x, mu, rstd)
         ctx.save_for_forward(x, mu, rstd)
         ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
         ctx.tangent_shapes = (x.shape,)
@@ -178,27 +178,27 @@ class LayerNorm(torch.autograd.Function):
         grad_mu: torch.Tensor | None,
         grad_rstd: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        x, y, mu, rstd = ctx.saved_tensors
+        x, mu, rstd = ctx.saved_tensors
         _t0, _t1, _t2 = ctx.shape_facts
         need_x, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            _t3 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
-            _t4 = rstd**2 * y
+            xc = x - mu
+            _t3 = rstd**3 * xc
+            _t4 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
         if grad_y is not None:
             if need_x:
-                xc = x - mu
                 _t5 = torch.addcmul(
-                    2 * _t3 * _sum_to(-_t4 * grad_y / 2, _t1, _t2) * xc, grad_y, rstd
+                    2 * _t4 * _sum_to(-_t3 * grad_y / 2, _t1, _t2) * xc, grad_y, rstd
                 )
-                grad_x = _accumulate(grad_x, _t5 + _t3 * _sum_to(-_t5, _t1, _t2))
+                grad_x = _accumulate(grad_x, _t5 + _t4 * _sum_to(-_t5, _t1, _t2))
         if grad_mu is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t3 * grad_mu)
+                grad_x = _accumulate(grad_x, _t4 * grad_mu)
         if grad_rstd is not None:
             if need_x:
-                _t6 = _t3 * _t4 * grad_rstd
-                grad_x = _accumulate(grad_x, -_t6 + _t3 * _sum_to(_t6, _t1, _t2))
+                _t6 = _t4 * _t3 * grad_rstd
+                grad_x = _accumulate(grad_x, -_t6 + _t4 * _sum_to(_t6, _t1, _t2))
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod

@@ -11,9 +11,9 @@
 //     y = rstd*xc
 //
 // Derivatives:
-//     grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*y*rstd**2/2,
+//     grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*xc*rstd**3/2,
 //         dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
-//         dim=[-1]) + 2*xc*sum(-grad_y*y*rstd**2/2, dim=-1, keepdim=True)/numel(xc**2,
+//         dim=[-1]) + 2*xc*sum(-grad_y*xc*rstd**3/2, dim=-1, keepdim=True)/numel(xc**2,
 //         dim=[-1])
 //
 // The operator symgrad_layer_norm::layer_norm runs the Function LayerNorm; from C++,
@@ -117,7 +117,7 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
                                                 const at::Tensor& x, double eps) {
     torch::autograd::variable_list outputs = values(x, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, outputs[0], outputs[1], outputs[2]});
+    ctx->save_for_backward({x, outputs[1], outputs[2]});
     ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
     ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t2"] = x.sizes().vec();
@@ -128,9 +128,8 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
-    at::Tensor y = saved[1];
-    at::Tensor mu = saved[2];
-    at::Tensor rstd = saved[3];
+    at::Tensor mu = saved[1];
+    at::Tensor rstd = saved[2];
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
     const std::vector<int64_t> _t2 = ctx->saved_data["_t2"].toIntVector();
@@ -139,29 +138,29 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
     const at::Tensor& grad_rstd = grads[2];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    double _t3 = 0;
-    at::Tensor _t4, xc, _t5, _t6;
+    at::Tensor xc, _t3, _t5, _t6;
+    double _t4 = 0;
     if (need_x) {
-      _t3 = (1.0 / _t0);
-      _t4 = at::pow(rstd, 2) * y;
+      xc = x - mu;
+      _t3 = at::pow(rstd, 3) * xc;
+      _t4 = (1.0 / _t0);
     }
     if (grad_y.defined()) {
       if (need_x) {
-        xc = x - mu;
-        _t5 = at::addcmul((2 * _t3 * detail::sum_to(-_t4 * grad_y / 2, _t1, _t2)) * xc,
+        _t5 = at::addcmul((2 * _t4 * detail::sum_to(-_t3 * grad_y / 2, _t1, _t2)) * xc,
                           grad_y, rstd);
-        grad_x = detail::accumulate(grad_x, _t5 + _t3 * detail::sum_to(-_t5, _t1, _t2));
+        grad_x = detail::accumulate(grad_x, _t5 + _t4 * detail::sum_to(-_t5, _t1, _t2));
       }
     }
     if (grad_mu.defined()) {
       if (need_x) {
-        grad_x = detail::accumulate(grad_x, _t3 * grad_mu);
+        grad_x = detail::accumulate(grad_x, _t4 * grad_mu);
       }
     }
     if (grad_rstd.defined()) {
       if (need_x) {
-        _t6 = _t3 * _t4 * grad_rstd;
-        grad_x = detail::accumulate(grad_x, -_t6 + _t3 * detail::sum_to(_t6, _t1, _t2));
+        _t6 = _t4 * _t3 * grad_rstd;
+        grad_x = detail::accumulate(grad_x, -_t6 + _t4 * detail::sum_to(_t6, _t1, _t2));
       }
     }
     return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};
