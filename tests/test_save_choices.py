@@ -29,6 +29,12 @@ GELU = {
     "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
     "outputs": {"y": "0.5 * x * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))"},
 }
+APEX_RMS_NORM = {
+    "name": "RMSNorm",
+    "inputs": {"x": {"type": "tensor", "shape": [4, 16]}, "w": {"type": "tensor", "shape": [16]}},
+    "where": {"r": "1 / sqrt(mean(x**2, dim=-1, keepdim=True) + 1e-6)"},
+    "outputs": {"y": "x * r * w"},
+}
 LAYER_NORM = {
     "name": "LayerNormPlain",
     "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
@@ -130,11 +136,17 @@ def test_a_masked_backward_matches_the_balanced_one_to_second_order(data: dict[s
 
 
 def test_balanced_recomputes_an_output_that_would_hold_more_than_eager() -> None:
-    """Note [Outputs the backward reads]: layer norm's derivative reads y = xc * rstd beside
-    x and the per-row values; eager saves xc alone, so y is recomputed, not saved."""
-    derived = derive(spec_of(LAYER_NORM, None))
-    assert [s.name for s in derived.saved_tensors] == ["x", "mean0", "rsqrt2"]
-    assert "y" in saved_names(LAYER_NORM, "speed")
+    """Note [Outputs the backward reads]: the derivative of `x * r * w` reads y beside x, w
+    and the per-row r; y is recomputed from them, not saved (apex's RMSNorm saves x and r)."""
+    derived = derive(spec_of(APEX_RMS_NORM, None))
+    assert [s.name for s in derived.saved_tensors] == ["x", "w", "r"]
+    assert "y" in saved_names(APEX_RMS_NORM, "speed")
+
+
+def test_layer_norm_saves_the_centred_input_and_rstd_as_eager_does() -> None:
+    """`xc = x - mean(x)` saved spares x and the per-row mean (Note [Residuals]); with y
+    recomputed, the backward saves xc and rstd, eager autograd's tensors."""
+    assert saved_names(LAYER_NORM, None) == ("xc", "rsqrt2")
 
 
 @pytest.mark.parametrize(("formula", "saved"), [("exp(x)", ["y"]), ("softmax(x, dim=-1)", ["y"])])
@@ -158,8 +170,8 @@ def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
 @pytest.mark.parametrize("save", ["balanced", "memory", "speed"])
 @pytest.mark.parametrize(
     "data",
-    [RMS_NORM, GELU, ABS_SIGN, SQUARED_RELU, LAYER_NORM],
-    ids=["rms_norm", "gelu", "sign", "relu", "layer_norm"],
+    [RMS_NORM, GELU, ABS_SIGN, SQUARED_RELU, LAYER_NORM, APEX_RMS_NORM],
+    ids=["rms_norm", "gelu", "sign", "relu", "layer_norm", "apex_rms_norm"],
 )
 def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) -> None:
     spec = spec_of(data, save)

@@ -57,7 +57,7 @@ def find_residuals(
     """
     small = _small_values(intermediates, tensors)
     if spec.mode != "fused":
-        small |= _values_sparing_inputs(spec, intermediates, parts, tensors)
+        small |= _values_sparing_inputs(spec, intermediates, parts, tensors, small)
     # A value of index inputs only (an int64 count of valid rows) is recomputed: returned,
     # it would be an int output, which gradcheck's forward AD trips on.
     small -= positional_values((a.target, a.expr) for a in intermediates)
@@ -90,24 +90,30 @@ def _values_sparing_inputs(
     intermediates: Sequence[Assignment],
     parts: Sequence[OutputGradients],
     tensors: set[sympy.Symbol],
+    small: set[sympy.Basic],
 ) -> set[sympy.Basic]:
     """Values affine in their tensor inputs that, saved, spare the backward more elements.
 
     Latest first, a value is taken when the elements the backward then saves (inputs
-    still read, plus the values taken) are fewer than before. Affine with constant
-    coefficients, the value's own backward part reads no tensor, so the count holds.
+    still read, plus the values taken) are fewer than before, or as many in fewer tensors
+    (reduced values counted too). Affine with constant coefficients, the value's own
+    backward part reads no tensor, so the count holds. A sum or mean of an affine value
+    counts as a number here (layer norm's `xc = x - mean(x)`: saved, it spares x and the
+    per-row mean, as eager autograd saves xc), its derivative being constant too.
     """
     definitions = {a.target: a.expr for a in intermediates}
     weigh = saving.Weights(spec, definitions)
     inputs = {i.symbol for i in spec.tensor_inputs}
     numbers = {i.symbol for i in spec.inputs if not i.is_tensor}
+    numbers |= {s for s in small if _is_linear_reduction(definitions[s], inputs, numbers)}
     reads = _free_symbols_of(parts)
 
-    def saved_elements(taken: set[sympy.Basic]) -> float:
-        """Elements saved when the backward reads `taken` and recomputes the rest."""
+    def saved_elements(taken: set[sympy.Basic]) -> tuple[float, int]:
+        """Elements and tensors saved when the backward reads `taken`, recomputes the rest."""
         kept = [a for a in intermediates if a.target not in taken]
         read = reads.union(*(definitions[t].free_symbols for t in closure(reads, kept)))
-        return sum(weigh(s) for s in (read & inputs) | taken)
+        saved = (read & (inputs | small)) | taken
+        return sum(weigh(s) for s in saved), len(saved)
 
     reached = closure(reads, intermediates)
     taken: set[sympy.Basic] = set()
@@ -121,6 +127,17 @@ def _values_sparing_inputs(
         ):
             taken.add(target)
     return taken
+
+
+def _is_linear_reduction(
+    expr: sympy.Basic, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]
+) -> bool:
+    """Whether `expr` is a sum or mean of a value affine in the inputs (`mean(x, -1)`)."""
+    return (
+        isinstance(expr, reductions.Reduction)
+        and expr.name in ("sum", "mean")
+        and _is_affine(expr.argument, inputs, numbers)
+    )
 
 
 def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]) -> bool:
