@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    heap = _heap(args.malloc, device)
+    heap = _heap(args.allocator, device)
     results = _run(args, device, cases)
     text = render_report(_header(args, device, heap, argv), results, device.type == "cuda")
     output = _output_path(args, device)
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _calibrate(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """--calibrate: time the primitives on CPU and write symgrad's cost table."""
     torch.set_num_threads(args.threads)
-    _heap(args.malloc, torch.device("cpu"))  # as the cases run: temporaries reuse freed memory
+    _heap(args.allocator, torch.device("cpu"))  # the heap the cases run with
     words = sys.argv[1:] if argv is None else list(argv)
     elements = QUICK_ELEMENTS if args.quick else CALIBRATION_SIZE
     table = calibrate(elements, args.repeats, args.threads, " ".join(["python -m bench", *words]))
@@ -147,7 +147,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also build and time the C++ target: both columns (cpp, cpp_fused), or "
         "--cpp fused for cpp_fused alone",
     )
-    add("--malloc", choices=["reuse", "default"], default="reuse", help="CPU heap (see report)")
+    add(
+        "--allocator",
+        choices=["default", "reuse"],
+        default="default",
+        help="CPU heap: glibc's defaults as in a user's process (default), or freed memory "
+        "kept for reuse, no fresh page faults (see report)",
+    )
     add("--no-primitives", action="store_true", help="leave out the single-primitive costs")
     add(
         "--calibrate",
@@ -175,10 +181,12 @@ def _apply_quick(args: argparse.Namespace) -> None:
 
 
 def _heap(mode: str, device: torch.device) -> str:
-    """Set up the CPU heap as --malloc asks; what it ended up as, for the report."""
-    if mode == "reuse" and device.type == "cpu" and reuse_freed_heap():
-        return "freed memory reused (mallopt)"
-    return "glibc default"
+    """Set up the CPU heap as --allocator asks; what it ended up as, for the report."""
+    if device.type != "cpu":
+        return "not used (CUDA)"
+    if mode == "reuse" and reuse_freed_heap():
+        return "freed memory kept for reuse (--allocator reuse: mallopt, no mmap, no trimming)"
+    return "glibc's defaults, as in a user's process (--allocator default)"
 
 
 def _cpp(choice: str | None) -> tuple[str, ...]:

@@ -39,9 +39,11 @@ DEFINITIONS = """\
 - **Time**: one step is `out = f(*inputs)` and `torch.autograd.grad(out, inputs, grad_out)`
   in the settings' dtype on pre-allocated inputs; after the warm-up (which also compiles), the
   alternatives are timed round-robin in a rotating order, and the median is reported. CPU
-  time is wall clock; CUDA time is CUDA events around the step. On CPU, glibc is told to
-  keep freed memory for reuse (`--malloc reuse`, the default), so large tensors do not pay
-  fresh page faults on every allocation: steady state, as the CUDA caching allocator gives.
+  time is wall clock; CUDA time is CUDA events around the step. On CPU, glibc's allocator
+  is left as a user's process has it (`--allocator default`, the default): large
+  temporaries are mapped afresh and pay their page faults. `--allocator reuse` tells glibc
+  to keep freed memory for reuse instead (no mmap, no trimming), the steady state the CUDA
+  caching allocator gives; the settings line says which was used.
 - **Saved**: the storages autograd packs for backward during one forward, seen through
   `torch.autograd.graph.saved_tensors_hooks`, deduplicated by storage, their bytes summed;
   inputs and outputs count (in a network, saving a layer's input keeps it alive).

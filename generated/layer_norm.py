@@ -12,9 +12,9 @@ Forward:
     y = rstd*xc
 
 Derivatives:
-    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*y*rstd**2/2,
+    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*xc*rstd**3/2,
         dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
-        dim=[-1]) + 2*xc*sum(-grad_y*y*rstd**2/2, dim=-1, keepdim=True)/numel(xc**2,
+        dim=[-1]) + 2*xc*sum(-grad_y*xc*rstd**3/2, dim=-1, keepdim=True)/numel(xc**2,
         dim=[-1])
 """
 
@@ -161,19 +161,20 @@ class LayerNorm(torch.autograd.Function):
         mean1 = torch.mean(xc**2, dim=-1, keepdim=True)
         rstd = torch.rsqrt(eps + mean1)
         y = rstd * xc
-        return y, mu, rstd
+        return y, xc, rstd
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, eps = inputs
-        y, mu, rstd = output
+        y, xc, rstd = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, y, mu, rstd)
+        ctx.save_for_backward(xc, rstd)
+        ctx.input_shapes = (x.shape,)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
-            ctx.save_for_forward(x, mu, rstd)
-            ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
+            ctx.save_for_forward(xc, rstd)
+            ctx.output_shapes = (y.shape, xc.shape, rstd.shape)
             ctx.tangent_shapes = (x.shape,)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
@@ -184,47 +185,48 @@ class LayerNorm(torch.autograd.Function):
     def backward(
         ctx: Any,
         grad_y: torch.Tensor | None,
-        grad_mu: torch.Tensor | None,
+        grad_xc: torch.Tensor | None,
         grad_rstd: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        x, y, mu, rstd = ctx.saved_tensors
+        xc, rstd = ctx.saved_tensors
+        (x_shape,) = ctx.input_shapes
         _t0, _t1, _t2 = ctx.shape_facts
         need_x, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
             _t3 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
-            _t4 = rstd**2 * y
+            _t4 = xc * rstd**3
         if grad_y is not None:
             if need_x:
-                xc = x - mu
                 _t5 = torch.addcmul(
-                    2 * _t3 * _sum_to(-_t4 * grad_y / 2, _t1, _t2) * xc, grad_y, rstd
+                    2 * _t3 * xc * _sum_to((-_t4 / 2) * grad_y, _t1, _t2), grad_y, rstd
                 )
                 grad_x = _accumulate(grad_x, _t5 + _t3 * _sum_to(-_t5, _t1, _t2))
-        if grad_mu is not None:
+        if grad_xc is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t3 * grad_mu)
+                grad_x = _accumulate(
+                    grad_x, grad_xc + _t3 * _sum_to(-grad_xc, _t1, _t2)
+                )
         if grad_rstd is not None:
             if need_x:
                 _t6 = _t3 * _t4 * grad_rstd
                 grad_x = _accumulate(grad_x, -_t6 + _t3 * _sum_to(_t6, _t1, _t2))
-        return _reduce_to(grad_x, x.shape), None
+        return _reduce_to(grad_x, x_shape), None
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, _tangent_eps: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, mu, rstd = ctx.saved_tensors
-        y_shape, mu_shape, rstd_shape = ctx.output_shapes
+        xc, rstd = ctx.saved_tensors
+        y_shape, xc_shape, rstd_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        xc = x - mu
         tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
         tangent_xc = tangent_x - tangent_mu
-        tangent_mean1 = torch.mean(2 * tangent_xc * xc, dim=-1, keepdim=True)
+        tangent_mean1 = torch.mean(2 * xc * tangent_xc, dim=-1, keepdim=True)
         tangent_rstd = -tangent_mean1 * rstd**3 / 2
         tangent_y = torch.addcmul(rstd * tangent_xc, tangent_rstd, xc)
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_mu, mu_shape),
+            _expand_to(tangent_xc, xc_shape),
             _expand_to(tangent_rstd, rstd_shape),
         )
 
@@ -243,9 +245,9 @@ class _LayerNormTraceable(LayerNorm):
 
 def layer_norm(x: torch.Tensor, eps: float = 1e-05) -> torch.Tensor:
     """Layer normalisation over the last dimension, without weight and bias."""
-    # The residuals (mu, rstd) are for the backward only.
+    # The residuals (xc, rstd) are for the backward only.
     try:
-        y, mu, rstd = _apply(LayerNorm, _LayerNormTraceable, _unwrap(x), eps)
+        y, xc, rstd = _apply(LayerNorm, _LayerNormTraceable, _unwrap(x), eps)
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -177,21 +177,21 @@ class LayerNormAffine(torch.autograd.Function):
         xc = x - mu
         mean1 = torch.mean(xc**2, dim=-1, keepdim=True)
         rstd = torch.rsqrt(eps + mean1)
-        y = b + rstd * w * xc
-        return y, mu, rstd
+        y = b + rstd * xc * w
+        return y, xc, rstd
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, w, b, eps = inputs
-        y, mu, rstd = output
+        y, xc, rstd = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, w, mu, rstd)
-        ctx.input_shapes = (b.shape,)
+        ctx.save_for_backward(w, xc, rstd)
+        ctx.input_shapes = (x.shape, b.shape)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
-            ctx.save_for_forward(x, w, mu, rstd)
-            ctx.output_shapes = (y.shape, mu.shape, rstd.shape)
+            ctx.save_for_forward(w, xc, rstd)
+            ctx.output_shapes = (y.shape, xc.shape, rstd.shape)
             ctx.tangent_shapes = (x.shape, w.shape, b.shape)
         _t0 = _count(x.shape, (-1,))
         _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
@@ -203,16 +203,14 @@ class LayerNormAffine(torch.autograd.Function):
     def backward(
         ctx: Any,
         grad_y: torch.Tensor | None,
-        grad_mu: torch.Tensor | None,
+        grad_xc: torch.Tensor | None,
         grad_rstd: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
-        x, w, mu, rstd = ctx.saved_tensors
-        (b_shape,) = ctx.input_shapes
+        w, xc, rstd = ctx.saved_tensors
+        x_shape, b_shape = ctx.input_shapes
         _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_w, need_b, _ = ctx.needs_input_grad
         grad_x = grad_w = grad_b = None
-        if need_x or need_w:
-            xc = x - mu
         if need_x:
             _t4 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
             _t5 = _t4 * xc
@@ -224,23 +222,25 @@ class LayerNormAffine(torch.autograd.Function):
                 _t8 = torch.addcmul(
                     _sum_to(_t7 * w, _t2, _t3),
                     _t5,
-                    _sum_to((-_t6 / 2) * grad_y * w * xc, _t1, _t3),
+                    _sum_to((-_t6 * xc / 2) * grad_y * w, _t1, _t3),
                     value=2,
                 )
                 grad_x = _accumulate(grad_x, _t8 + _t4 * _sum_to(-_t8, _t1, _t2))
             if need_w:
-                grad_w = _accumulate(grad_w, _t7 * xc)
+                grad_w = _accumulate(grad_w, xc * _t7)
             if need_b:
                 grad_b = _accumulate(grad_b, grad_y)
-        if grad_mu is not None:
+        if grad_xc is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, _t4 * grad_mu)
+                grad_x = _accumulate(
+                    grad_x, grad_xc + _t4 * _sum_to(-grad_xc, _t1, _t2)
+                )
         if grad_rstd is not None:
             if need_x:
                 _t9 = _t6 * _t5 * grad_rstd
                 grad_x = _accumulate(grad_x, -_t9 + _t4 * _sum_to(_t9, _t1, _t2))
         return (
-            _reduce_to(grad_x, x.shape),
+            _reduce_to(grad_x, x_shape),
             _reduce_to(grad_w, w.shape),
             _reduce_to(grad_b, b_shape),
             None,
@@ -251,25 +251,24 @@ class LayerNormAffine(torch.autograd.Function):
         ctx: Any, tangent_x: Any, tangent_w: Any, tangent_b: Any, _tangent_eps: Any
     ) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, w, mu, rstd = ctx.saved_tensors
-        y_shape, mu_shape, rstd_shape = ctx.output_shapes
+        w, xc, rstd = ctx.saved_tensors
+        y_shape, xc_shape, rstd_shape = ctx.output_shapes
         tangent_x, tangent_w, tangent_b = _fill_tangents(
             (tangent_x, tangent_w, tangent_b), ctx.tangent_shapes
         )
-        xc = x - mu
         tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
         tangent_xc = tangent_x - tangent_mu
-        tangent_mean1 = torch.mean(2 * tangent_xc * xc, dim=-1, keepdim=True)
+        tangent_mean1 = torch.mean(2 * xc * tangent_xc, dim=-1, keepdim=True)
         tangent_rstd = -tangent_mean1 * rstd**3 / 2
         tangent_y = (
             tangent_b
-            + rstd * tangent_w * xc
+            + rstd * xc * tangent_w
             + rstd * tangent_xc * w
-            + tangent_rstd * w * xc
+            + tangent_rstd * xc * w
         )
         return (
             _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_mu, mu_shape),
+            _expand_to(tangent_xc, xc_shape),
             _expand_to(tangent_rstd, rstd_shape),
         )
 
@@ -292,9 +291,9 @@ def layer_norm_affine(
     """Layer normalisation over the last dimension, then a per-feature weight and
     bias.
     """
-    # The residuals (mu, rstd) are for the backward only.
+    # The residuals (xc, rstd) are for the backward only.
     try:
-        y, mu, rstd = _apply(
+        y, xc, rstd = _apply(
             LayerNormAffine,
             _LayerNormAffineTraceable,
             _unwrap(x),

@@ -10,7 +10,7 @@ Forward:
     y = r*w*x
 
 Derivatives:
-    grad_x from y = 2*x*sum_to(-grad_y*y*r**2/2, mean(x**2, dim=-1,
+    grad_x from y = 2*x*sum_to(-grad_y*w*x*r**3/2, mean(x**2, dim=-1,
         keepdim=True))/numel(x**2, dim=[-1]) + sum_to(grad_y*r*w, x)
     dy/dw = r*x
 """
@@ -174,7 +174,7 @@ class RMSNormOp(torch.autograd.Function):
         x, w, eps = inputs
         y, r = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, w, y, r)
+        ctx.save_for_backward(x, w, r)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
@@ -191,30 +191,31 @@ class RMSNormOp(torch.autograd.Function):
     def backward(
         ctx: Any, grad_y: torch.Tensor | None, grad_r: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        x, w, y, r = ctx.saved_tensors
+        x, w, r = ctx.saved_tensors
         _t0, _t1, _t2, _t3 = ctx.shape_facts
         need_x, need_w, _ = ctx.needs_input_grad
         grad_x = grad_w = None
         if need_x:
-            _t4 = x / _t0
+            _t4 = r**3
+            _t5 = x / _t0
         if grad_y is not None:
             if need_x or need_w:
-                _t5 = r * grad_y
+                _t6 = r * grad_y
             if need_x:
                 grad_x = _accumulate(
                     grad_x,
                     torch.addcmul(
-                        _sum_to(_t5 * w, _t2, _t3),
-                        _t4,
-                        _sum_to((-(r**2) / 2) * grad_y * y, _t1, _t3),
+                        _sum_to(_t6 * w, _t2, _t3),
+                        _t5,
+                        _sum_to((-_t4 / 2) * grad_y * w * x, _t1, _t3),
                         value=2,
                     ),
                 )
             if need_w:
-                grad_w = _accumulate(grad_w, _t5 * x)
+                grad_w = _accumulate(grad_w, _t6 * x)
         if grad_r is not None:
             if need_x:
-                grad_x = _accumulate(grad_x, (-(r**3)) * _t4 * grad_r)
+                grad_x = _accumulate(grad_x, (-_t4) * _t5 * grad_r)
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_w, w.shape), None
 
     @staticmethod

@@ -71,6 +71,8 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = output.read_text(encoding="utf-8")
     assert text.startswith("# symgrad benchmark: cpu\n\nMachine: ")
+    # A user's process keeps glibc's defaults, so the bench does unless told otherwise.
+    assert "CPU heap: glibc's defaults, as in a user's process" in text
     for header in (TIME_HEADER, SAVED_HEADER, PEAK_HEADER):
         head, *rows = _table_rows(text, header)
         assert head[:4] == ["case", "elements", "eager", "generated"]
@@ -320,3 +322,24 @@ def test_profile_tables_name_the_kernels_of_both_alternatives() -> None:
     assert text.count("```") == 4
     assert "aten::silu" in text.split("### generated")[1]
     assert "aten::sigmoid" in text.split("### generated")[0]
+
+
+def test_eager_cpu_table_runs_and_each_formula_is_its_spec(tmp_path: Path) -> None:
+    """Each spec of bench/eager_specs/ gives eager's values and gradients, and is timed."""
+    from bench.build import generate_case
+    from bench.eager_cpu import CASES, SPECS, measure, render
+
+    for case in CASES:
+        generated = generate_case(SPECS / f"{case.name}.yaml", tmp_path).function
+        inputs = case.make_inputs((6, 5))
+        wanted = tuple(t for t in inputs if t.requires_grad)
+        got, expected = generated(*inputs), case.eager(*inputs)
+        torch.testing.assert_close(got, expected)
+        grad = torch.randn_like(expected)
+        torch.testing.assert_close(
+            torch.autograd.grad(got, wanted, grad), torch.autograd.grad(expected, wanted, grad)
+        )
+    row = measure(CASES[0], tmp_path, rounds=3)
+    assert row.eager_saved > 0 and row.generated_saved > 0
+    text = render([row], "default", "python -m bench.eager_cpu")
+    assert "Allocator: glibc's defaults" in text and "| layer_norm |" in text

@@ -196,3 +196,23 @@ def test_only_the_autograd_forward_stores_what_the_backward_loop_reads() -> None
     assert "variable_list outputs = values(x, true);" in source  # under autograd
     assert "Silu::values(x, false);" in source  # below it
     assert "saving ? frame.empty() : at::Tensor()" in source
+
+
+def test_a_fresh_buffer_of_the_loops_asks_for_huge_pages() -> None:
+    """With glibc's defaults a large buffer is mapped afresh and pays a page fault per
+    4 KiB page on its first write: the loops' results and stored derivatives (FusedFrame's
+    empty) are advised to transparent huge pages first, on Linux."""
+    spec = symgrad.spec_from_dict(
+        {
+            "name": "Silu",
+            "mode": "fused",
+            "inputs": {"x": "tensor"},
+            "outputs": {"y": "x * sigmoid(x)"},
+        }
+    )
+    source = symgrad.generate(spec, "cpp")["silu.cpp"]
+    assert "#if defined(__linux__)\n#include <sys/mman.h>" in source
+    empty = source[source.index("at::Tensor empty() const {") :].split("\n  }", 1)[0]
+    assert "fused_huge_pages(result);" in empty
+    advice = source[source.index("inline void fused_huge_pages(") :].split("\n}", 1)[0]
+    assert "madvise(" in advice and "MADV_HUGEPAGE" in advice

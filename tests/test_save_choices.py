@@ -29,6 +29,18 @@ GELU = {
     "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
     "outputs": {"y": "0.5 * x * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))"},
 }
+APEX_RMS_NORM = {
+    "name": "RMSNorm",
+    "inputs": {"x": {"type": "tensor", "shape": [4, 16]}, "w": {"type": "tensor", "shape": [16]}},
+    "where": {"r": "1 / sqrt(mean(x**2, dim=-1, keepdim=True) + 1e-6)"},
+    "outputs": {"y": "x * r * w"},
+}
+LAYER_NORM = {
+    "name": "LayerNormPlain",
+    "inputs": {"x": {"type": "tensor", "shape": [3, 8]}},
+    "where": {"xc": "x - mean(x, dim=-1, keepdim=True)"},
+    "outputs": {"y": "xc / sqrt(mean(xc**2, dim=-1, keepdim=True) + 1e-5)"},
+}
 QUANTIZE = {
     "name": "Quantize",
     "inputs": {"x": {"type": "tensor", "shape": [3, 8]}, "scale": "float"},
@@ -123,6 +135,30 @@ def test_a_masked_backward_matches_the_balanced_one_to_second_order(data: dict[s
         torch.testing.assert_close(memory, balanced, rtol=0, atol=0)
 
 
+def test_balanced_recomputes_an_output_that_would_hold_more_than_eager() -> None:
+    """Note [Outputs the backward reads]: the derivative of `x * r * w` reads y beside x, w
+    and the per-row r; y is recomputed from them, not saved (apex's RMSNorm saves x and r)."""
+    derived = derive(spec_of(APEX_RMS_NORM, None))
+    assert [s.name for s in derived.saved_tensors] == ["x", "w", "r"]
+    assert "y" in saved_names(APEX_RMS_NORM, "speed")
+
+
+def test_layer_norm_saves_the_centred_input_and_rstd_as_eager_does() -> None:
+    """`xc = x - mean(x)` saved spares x and the per-row mean (Note [Residuals]); with y
+    recomputed, the backward saves xc and rstd, eager autograd's tensors."""
+    assert saved_names(LAYER_NORM, None) == ("xc", "rsqrt2")
+
+
+@pytest.mark.parametrize(("formula", "saved"), [("exp(x)", ["y"]), ("softmax(x, dim=-1)", ["y"])])
+def test_an_output_that_spares_a_recomputation_is_still_read(
+    formula: str, saved: list[str]
+) -> None:
+    """exp's derivative reads y alone; a softmax would cost more to recompute than to save."""
+    data = {"name": "F", "inputs": {"x": {"type": "tensor", "shape": [3, 8]}}}
+    derived = derive(spec_of({**data, "outputs": {"y": formula}}, None))
+    assert [s.name for s in derived.saved_tensors] == saved
+
+
 def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
     """Eager autograd saves clamp's argument only (round's derivative is zero, it saves
     nothing): balanced saves x alone, speed also the rounded value it would recompute."""
@@ -133,7 +169,9 @@ def test_speed_saves_beyond_eager_where_balanced_recomputes() -> None:
 
 @pytest.mark.parametrize("save", ["balanced", "memory", "speed"])
 @pytest.mark.parametrize(
-    "data", [RMS_NORM, GELU, ABS_SIGN, SQUARED_RELU], ids=["rms_norm", "gelu", "sign", "relu"]
+    "data",
+    [RMS_NORM, GELU, ABS_SIGN, SQUARED_RELU, LAYER_NORM, APEX_RMS_NORM],
+    ids=["rms_norm", "gelu", "sign", "relu", "layer_norm", "apex_rms_norm"],
 )
 def test_every_choice_is_exact_to_second_order(data: dict[str, Any], save: str) -> None:
     spec = spec_of(data, save)

@@ -114,8 +114,8 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
     const at::Tensor xc = x - mu;
     const at::Tensor mean1 = at::mean(at::pow(xc, 2), at::IntArrayRef{-1}, true);
     const at::Tensor rstd = at::rsqrt(eps + mean1);
-    const at::Tensor y = b + rstd * (w * xc);
-    return {y, mu, rstd};
+    const at::Tensor y = b + (rstd * xc) * w;
+    return {y, xc, rstd};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -124,7 +124,8 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
                                                 const at::Tensor& b, double eps) {
     torch::autograd::variable_list outputs = values(x, w, b, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, w, outputs[1], outputs[2]});
+    ctx->save_for_backward({w, outputs[1], outputs[2]});
+    ctx->saved_data["x_shape"] = x.sizes().vec();
     ctx->saved_data["b_shape"] = b.sizes().vec();
     ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
     ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
@@ -137,27 +138,24 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    at::Tensor x = saved[0];
-    at::Tensor w = saved[1];
-    at::Tensor mu = saved[2];
-    at::Tensor rstd = saved[3];
+    at::Tensor w = saved[0];
+    at::Tensor xc = saved[1];
+    at::Tensor rstd = saved[2];
+    const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
     const std::vector<int64_t> b_shape = ctx->saved_data["b_shape"].toIntVector();
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
     const std::vector<int64_t> _t2 = ctx->saved_data["_t2"].toIntVector();
     const std::vector<int64_t> _t3 = ctx->saved_data["_t3"].toIntVector();
     const at::Tensor& grad_y = grads[0];
-    const at::Tensor& grad_mu = grads[1];
+    const at::Tensor& grad_xc = grads[1];
     const at::Tensor& grad_rstd = grads[2];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = ctx->needs_input_grad(1);
     const bool need_b = ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_w, grad_b;
-    at::Tensor xc, _t5, _t6, _t7, _t8, _t9;
     double _t4 = 0;
-    if (need_x || need_w) {
-      xc = x - mu;
-    }
+    at::Tensor _t5, _t6, _t7, _t8, _t9;
     if (need_x) {
       _t4 = (1.0 / _t0);
       _t5 = _t4 * xc;
@@ -169,28 +167,29 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
       }
       if (need_x) {
         _t8 = at::addcmul(detail::sum_to(_t7 * w, _t2, _t3), _t5,
-                          detail::sum_to((-_t6 / 2) * (grad_y * w * xc), _t1, _t3), 2);
+                          detail::sum_to((-_t6 * xc / 2) * (grad_y * w), _t1, _t3), 2);
         grad_x = detail::accumulate(grad_x, _t8 + _t4 * detail::sum_to(-_t8, _t1, _t2));
       }
       if (need_w) {
-        grad_w = detail::accumulate(grad_w, _t7 * xc);
+        grad_w = detail::accumulate(grad_w, xc * _t7);
       }
       if (need_b) {
         grad_b = detail::accumulate(grad_b, grad_y);
       }
     }
-    if (grad_mu.defined()) {
+    if (grad_xc.defined()) {
       if (need_x) {
-        grad_x = detail::accumulate(grad_x, _t4 * grad_mu);
+        grad_x = detail::accumulate(grad_x,
+                                    grad_xc + _t4 * detail::sum_to(-grad_xc, _t1, _t2));
       }
     }
     if (grad_rstd.defined()) {
       if (need_x) {
-        _t9 = _t6 * (_t5 * grad_rstd);
+        _t9 = (_t6 * _t5) * grad_rstd;
         grad_x = detail::accumulate(grad_x, -_t9 + _t4 * detail::sum_to(_t9, _t1, _t2));
       }
     }
-    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_w, w.sizes()),
+    return {detail::reduce_to(grad_x, x_shape), detail::reduce_to(grad_w, w.sizes()),
             detail::reduce_to(grad_b, b_shape), at::Tensor()};
   }
 };

@@ -9,7 +9,7 @@
 //     y = r*w*x
 //
 // Derivatives:
-//     grad_x from y = 2*x*sum_to(-grad_y*y*r**2/2, mean(x**2, dim=-1,
+//     grad_x from y = 2*x*sum_to(-grad_y*w*x*r**3/2, mean(x**2, dim=-1,
 //         keepdim=True))/numel(x**2, dim=[-1]) + sum_to(grad_y*r*w, x)
 //     dy/dw = r*x
 //
@@ -114,7 +114,7 @@ struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
                                                 const at::Tensor& w, double eps) {
     torch::autograd::variable_list outputs = values(x, w, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, w, outputs[0], outputs[1]});
+    ctx->save_for_backward({x, w, outputs[1]});
     ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
     ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
     ctx->saved_data["_t2"] = x.sizes().vec();
@@ -127,8 +127,7 @@ struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor w = saved[1];
-    at::Tensor y = saved[2];
-    at::Tensor r = saved[3];
+    at::Tensor r = saved[2];
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
     const std::vector<int64_t> _t2 = ctx->saved_data["_t2"].toIntVector();
@@ -138,28 +137,28 @@ struct RMSNormOp : public torch::autograd::Function<RMSNormOp> {
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = ctx->needs_input_grad(1);
     at::Tensor grad_x, grad_w;
-    at::Tensor _t4, _t5;
+    at::Tensor _t4, _t5, _t6;
     if (need_x) {
-      _t4 = x / _t0;
+      _t4 = at::pow(r, 3);
+      _t5 = x / _t0;
     }
     if (grad_y.defined()) {
       if (need_x || need_w) {
-        _t5 = r * grad_y;
+        _t6 = r * grad_y;
       }
       if (need_x) {
         grad_x = detail::accumulate(
             grad_x,
-            at::addcmul(detail::sum_to(_t5 * w, _t2, _t3), _t4,
-                        detail::sum_to((-at::pow(r, 2) / 2) * (grad_y * y), _t1, _t3),
-                        2));
+            at::addcmul(detail::sum_to(_t6 * w, _t2, _t3), _t5,
+                        detail::sum_to((-_t4 / 2) * (grad_y * w * x), _t1, _t3), 2));
       }
       if (need_w) {
-        grad_w = detail::accumulate(grad_w, _t5 * x);
+        grad_w = detail::accumulate(grad_w, _t6 * x);
       }
     }
     if (grad_r.defined()) {
       if (need_x) {
-        grad_x = detail::accumulate(grad_x, (-at::pow(r, 3)) * (_t4 * grad_r));
+        grad_x = detail::accumulate(grad_x, (-_t4) * (_t5 * grad_r));
       }
     }
     return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_w, w.sizes()),

@@ -43,7 +43,7 @@ from symgrad.ad.ir import (
     cse,
     integral_floats,
 )
-from symgrad.ad.residuals import find_residuals
+from symgrad.ad.residuals import find_residuals, outputs_or_their_definitions
 from symgrad.ad.reverse import ReverseSweep, Term, fit
 from symgrad.ad.schedule import plan_backward, plan_jvp
 from symgrad.frontend.model import INCOMING_GRAD, Input, Output, Spec
@@ -133,6 +133,8 @@ def derive(spec: Spec) -> Derived:
     )
     residuals = find_residuals(spec, intermediates, parts, tensors, differentiate)
     parts += residuals.values()
+    if spec.save == "balanced" and spec.mode != "fused":  # Note [Outputs the backward reads]
+        parts = outputs_or_their_definitions(spec, parts, intermediates, by_target, tensors)
     declared = {i.symbol for i in spec.intermediates}
     temporaries = {a.target: a.expr for a in intermediates if a.target not in declared}
     partials = _partials(parts[: len(spec.outputs)], temporaries)

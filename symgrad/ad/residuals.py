@@ -5,11 +5,12 @@ See Note [Residuals] below.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy
 
-from symgrad.ad import saving
+from symgrad.ad import costs, saving
 from symgrad.ad.ir import Assignment, OutputGradients, closure
 from symgrad.frontend.model import Output, Spec
 from symgrad.language import arg_extrema, reductions
@@ -56,7 +57,7 @@ def find_residuals(
     """
     small = _small_values(intermediates, tensors)
     if spec.mode != "fused":
-        small |= _values_sparing_inputs(spec, intermediates, parts, tensors)
+        small |= _values_sparing_inputs(spec, intermediates, parts, tensors, small)
     # A value of index inputs only (an int64 count of valid rows) is recomputed: returned,
     # it would be an int output, which gradcheck's forward AD trips on.
     small -= positional_values((a.target, a.expr) for a in intermediates)
@@ -89,24 +90,30 @@ def _values_sparing_inputs(
     intermediates: Sequence[Assignment],
     parts: Sequence[OutputGradients],
     tensors: set[sympy.Symbol],
+    small: set[sympy.Basic],
 ) -> set[sympy.Basic]:
     """Values affine in their tensor inputs that, saved, spare the backward more elements.
 
     Latest first, a value is taken when the elements the backward then saves (inputs
-    still read, plus the values taken) are fewer than before. Affine with constant
-    coefficients, the value's own backward part reads no tensor, so the count holds.
+    still read, plus the values taken) are fewer than before, or as many in fewer tensors
+    (reduced values counted too). Affine with constant coefficients, the value's own
+    backward part reads no tensor, so the count holds. A sum or mean of an affine value
+    counts as a number here (layer norm's `xc = x - mean(x)`: saved, it spares x and the
+    per-row mean, as eager autograd saves xc), its derivative being constant too.
     """
     definitions = {a.target: a.expr for a in intermediates}
     weigh = saving.Weights(spec, definitions)
     inputs = {i.symbol for i in spec.tensor_inputs}
     numbers = {i.symbol for i in spec.inputs if not i.is_tensor}
+    numbers |= {s for s in small if _is_linear_reduction(definitions[s], inputs, numbers)}
     reads = _free_symbols_of(parts)
 
-    def saved_elements(taken: set[sympy.Basic]) -> float:
-        """Elements saved when the backward reads `taken` and recomputes the rest."""
+    def saved_elements(taken: set[sympy.Basic]) -> tuple[float, int]:
+        """Elements and tensors saved when the backward reads `taken`, recomputes the rest."""
         kept = [a for a in intermediates if a.target not in taken]
         read = reads.union(*(definitions[t].free_symbols for t in closure(reads, kept)))
-        return sum(weigh(s) for s in (read & inputs) | taken)
+        saved = (read & (inputs | small)) | taken
+        return sum(weigh(s) for s in saved), len(saved)
 
     reached = closure(reads, intermediates)
     taken: set[sympy.Basic] = set()
@@ -120,6 +127,17 @@ def _values_sparing_inputs(
         ):
             taken.add(target)
     return taken
+
+
+def _is_linear_reduction(
+    expr: sympy.Basic, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]
+) -> bool:
+    """Whether `expr` is a sum or mean of a value affine in the inputs (`mean(x, -1)`)."""
+    return (
+        isinstance(expr, reductions.Reduction)
+        and expr.name in ("sum", "mean")
+        and _is_affine(expr.argument, inputs, numbers)
+    )
 
 
 def _is_affine(expr: sympy.Expr, inputs: set[sympy.Symbol], numbers: set[sympy.Symbol]) -> bool:
@@ -146,3 +164,73 @@ def _free_symbols_of(parts: Sequence[OutputGradients]) -> set[sympy.Basic]:
             values = expr.xreplace({fact: sympy.Integer(1) for fact in facts}) if facts else expr
             read |= values.free_symbols
     return read
+
+
+def outputs_or_their_definitions(
+    spec: Spec,
+    parts: Sequence[OutputGradients],
+    intermediates: Sequence[Assignment],
+    by_target: Mapping[sympy.Basic, Assignment],
+    tensors: set[sympy.Symbol],
+) -> list[OutputGradients]:
+    """`parts`, reading an output through its definition where that saves a tensor cheaply.
+
+    Note [Outputs the backward reads]: a derivative written in terms of an output (`y` for
+    `xc * rstd`) makes the backward save y. Where the backward reads what y is made from
+    anyway (layer norm: x, and the per-row mean and rstd), y is one full-size tensor more
+    than needed, and more than eager autograd saves (xc alone). When the inputs and
+    outputs saved already exceed eager's saved elements (so no forward value is saved
+    instead, Note [Saved values] in symgrad.ad.saving), an output is read through its
+    definition if that reads nothing the backward did not read already, costs at most
+    `saving.MIN_SAVED_COST` (two multiplications) and saves fewer elements: a cheap pass
+    more, a full-size tensor less. `sigmoid(x)`'s derivative still reads y (reading it
+    spares x), and so does a softmax's (its recomputation would cost more).
+    """
+    weigh = saving.Weights(spec, {a.target: a.expr for a in by_target.values()})
+    small = _small_values(intermediates, tensors)
+    kept = [a for a in intermediates if a.target not in small]
+    recomputable = {a.target for a in kept}
+
+    def saved_elements(candidate: Sequence[OutputGradients]) -> float:
+        """Elements of the inputs, outputs and reduced values the backward would save."""
+        reads = _free_symbols_of(candidate)
+        reads |= set().union(*(by_target[t].expr.free_symbols for t in closure(reads, kept)))
+        return sum(weigh(s) for s in reads - recomputable)
+
+    def reached(candidate: Sequence[OutputGradients]) -> set[sympy.Basic]:
+        """Every value the backward reads or recomputes, and what those read."""
+        reads = _free_symbols_of(candidate)
+        found = closure(reads, intermediates)
+        return reads | found | set().union(*(by_target[t].expr.free_symbols for t in found))
+
+    if saved_elements(parts) <= saving.eager_saved_elements(spec):
+        return list(parts)
+    table = costs.table()
+    for output in spec.outputs:
+        definition = by_target[output.symbol].expr
+        if output.symbol not in _free_symbols_of(parts):
+            continue
+        candidate = _reading_through(parts, {output.symbol: definition})
+        if (
+            table.expression(definition) <= saving.MIN_SAVED_COST
+            and reached(candidate) <= reached(parts)
+            and saved_elements(candidate) < saved_elements(parts)
+        ):
+            parts = candidate
+    return list(parts)
+
+
+def _reading_through(
+    parts: Sequence[OutputGradients], definitions: Mapping[sympy.Basic, sympy.Expr]
+) -> list[OutputGradients]:
+    """`parts` with the given outputs replaced by their definitions."""
+    return [
+        dataclasses.replace(
+            part,
+            gradients={i: e.xreplace(definitions) for i, e in part.gradients.items()},
+            statements=tuple(
+                Assignment(s.target, s.expr.xreplace(definitions)) for s in part.statements
+            ),
+        )
+        for part in parts
+    ]

@@ -20,7 +20,7 @@ reads the inputs and the reduced-shape residuals (Note [Residuals] in
 symgrad.ad.residuals) and recomputes everything else, like a hand-written Function that
 saves its inputs; a condition the backward reads on values it reads nowhere else is saved
 as a bool mask instead (Note [Saved masks] in symgrad.ad.masks). `speed` lifts eager's
-budget: every value that costs more than `_MIN_SAVED_COST` to recompute is saved, which
+budget: every value that costs more than `MIN_SAVED_COST` to recompute is saved, which
 may hold more than eager autograd does.
 """
 
@@ -48,7 +48,7 @@ _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "
 # recomputed: saving it would hold a tensor through the backward to spare one cheap pass,
 # and such values pushed the backward's peak memory above eager's (focal loss, the
 # screened Lennard-Jones term).
-_MIN_SAVED_COST = 2.0
+MIN_SAVED_COST = 2.0
 
 
 def eager_saved_elements(spec: Spec) -> float:
@@ -206,7 +206,7 @@ def choose_saved_values(
         if isinstance(definitions[target], views.View):
             continue  # a view is free to recompute, and saved it would alias an output
         weight = weigh(target)
-        if weight <= budget and total[target] >= _MIN_SAVED_COST:
+        if weight <= budget and total[target] >= MIN_SAVED_COST:
             chosen.append(target)
             budget -= weight
     order = {a.target: n for n, a in enumerate(candidates)}

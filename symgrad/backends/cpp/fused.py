@@ -20,7 +20,8 @@ transcendental calls the forward makes too (exp, tanh, erf: `_saved_calls`), whi
 forward loop stores for it; a Function of one input and one output, and a loss whose
 backward would read several inputs, then stores its derivative instead
 (`_derivative_factor`): the backward loop only multiplies, and, where the graph is not
-kept, writes the gradient over the derivative (FusedGradient).
+kept, writes the gradient over the derivative (FusedGradient). The loops' large fresh
+buffers are advised to huge pages before their first write (fused_huge_pages).
 """
 
 from __future__ import annotations

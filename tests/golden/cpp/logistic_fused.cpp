@@ -36,6 +36,9 @@
 #include <initializer_list>
 #include <tuple>
 #include <vector>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace symgrad_logistic_fused {
 
@@ -76,6 +79,28 @@ inline bool fused_loops_apply(std::initializer_list<at::Tensor> tensors) {
     }
   }
   return true;
+}
+
+// Ask Linux for transparent huge pages behind a large fresh buffer, before a loop first
+// writes it. With glibc's defaults each large allocation is mapped afresh, and the
+// first write of every 4 KiB page faults: a fresh 40 MB buffer cost about 25 ms of
+// faults against 2.4 ms to fill it once mapped, and about 9 ms with 2 MiB pages (one
+// thread). Only the whole 2 MiB pages inside the buffer are advised, so it holds no
+// more memory; memory already mapped, another system, or huge pages turned off: nothing
+// changes.
+inline void fused_huge_pages(const at::Tensor& buffer) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(buffer.data_ptr());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + buffer.nbytes()) & ~(kHuge - 1);
+  if (last >= first + 2 * kHuge) {
+    madvise(reinterpret_cast<void*>(first), last - first,
+            MADV_HUGEPAGE);  // advice only
+  }
+#else
+  (void)buffer;
+#endif
 }
 
 // Tensors made ready for a fused loop, in the dtype the loop computes in (float for
@@ -151,9 +176,12 @@ struct FusedFrame {
     return inputs[index].const_data_ptr<T>();
   }
 
-  // A result of the frame's shape, in the compute dtype.
+  // A result of the frame's shape, in the compute dtype, backed by huge pages where it
+  // is large (fused_huge_pages).
   at::Tensor empty() const {
-    return at::empty(shape, inputs[0].options().dtype(compute));
+    at::Tensor result = at::empty(shape, inputs[0].options().dtype(compute));
+    fused_huge_pages(result);
+    return result;
   }
 
   // A result in the inputs' dtype (undefined stays undefined). (No call that would
