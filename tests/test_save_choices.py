@@ -220,3 +220,18 @@ def test_a_condition_a_where_of_numbers_also_reads_is_not_masked() -> None:
     x.requires_grad_()
     assert torch.autograd.gradcheck(function, (x,))
     assert torch.autograd.gradgradcheck(function, (x,))
+
+
+def test_speed_saves_a_value_cheap_to_recompute_on_a_cpu() -> None:
+    """Swish with a per-channel slope: balanced recomputes sigmoid(beta * x), below the
+    CPU's floor; speed saves it (on a GPU the recomputation is two more passes)."""
+    swish = {
+        "name": "SwishBeta",
+        "inputs": {
+            "x": {"type": "tensor", "shape": [4, 8]},
+            "beta": {"type": "tensor", "shape": [8]},
+        },
+        "outputs": {"y": "x * sigmoid(beta * x)"},
+    }
+    assert saved_names(swish, "balanced") == ("x", "beta")
+    assert saved_names(swish, "speed") == ("x", "beta", "sigmoid0")

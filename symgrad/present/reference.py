@@ -25,7 +25,8 @@ KEY_MEANINGS: Mapping[str, Mapping[str, str]] = {
         "with torch.compile",
         "save": "what the backward saves: `balanced` (default) within eager autograd's "
         "bytes; `memory` the inputs and per-row statistics only, recomputing the rest; "
-        "`speed` every value worth saving, which may exceed eager's bytes",
+        "`speed` every value the backward would recompute (the choice on a GPU), which "
+        "may exceed eager's bytes",
         "custom_op": "`true` also registers the forward as the operator "
         "`symgrad::<module>` (torch.library.custom_op)",
         "inplace": "`true` also writes `<module>_` and `<Name>_`, which overwrite the "
