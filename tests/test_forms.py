@@ -18,6 +18,7 @@ from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
@@ -25,6 +26,7 @@ from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language import (
+    activations,
     arg_extrema,
     contractions,
     dtypes,
@@ -153,6 +155,16 @@ FORMS = {
         "at::index_add([&] { auto sizes = x.sizes().vec(); sizes[at::maybe_wrap_dim(0, x.dim())]"
         " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
     ),
+    "huber of a difference of tensors: the kernel on both, no subtraction": (
+        activations.Huber(a - b, k),
+        "torch._C._nn.huber_loss(a, b, reduction=0, delta=k)",
+        "at::huber_loss(a, b, at::Reduction::None, k)",
+    ),
+    "smooth_l1 of one tensor: against zeros of its shape": (
+        activations.SmoothL1(x, sympy.Float(0.5)),
+        'torch.nn.functional.smooth_l1_loss(x, torch.zeros_like(x), reduction="none", beta=0.5)',
+        "at::smooth_l1_loss(x, at::zeros_like(x), at::Reduction::None, 0.5)",
+    ),
     "argmin along a dim: torch's kernel, int64 positions": (
         arg_extrema.arg_extremum("argmin", x, 1, False),
         "torch.argmin(x, dim=1)",
@@ -220,6 +232,7 @@ FORM_CLASSES = (
     ProductForms,
     DtypeForms,
     ArgExtremumForms,
+    LossForms,
     ConstructForms,
 )
 

@@ -276,6 +276,13 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_arg_extremum(self, name: str, argument: str, dim: int, keepdim: bool) -> str:
         return f"at::{name}({argument}, {dim}, {'true' if keepdim else 'false'})"
 
+    # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
+
+    def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
+        kernel = {"huber": "at::huber_loss", "smooth_l1": "at::smooth_l1_loss"}[name]
+        target = f"at::zeros_like({a})" if b is None else b
+        return f"{kernel}({a}, {target}, at::Reduction::None, {parameter})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -262,6 +262,19 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         kept = ", keepdim=True" if keepdim else ""
         return f"torch.{name}({argument}, dim={dim}{kept})"
 
+    # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
+
+    def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
+        """torch.nn.functional's loss on one shape; the op under it where a and b may
+        differ in shape (broadcast), which the functional warns about."""
+        loss = activations.ACTIVATIONS[name]
+        keyword = loss.parameters[0][0]
+        if b is None:
+            b = f"torch.zeros_like({a})"
+            return f'{loss.torch_function}({a}, {b}, reduction="none", {keyword}={parameter})'
+        kernel = loss.torch_function.replace("torch.nn.functional.", "torch._C._nn.")
+        return f"{kernel}({a}, {b}, reduction=0, {keyword}={parameter})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
