@@ -26,10 +26,10 @@ from symgrad.backends.forms.segments import SegmentForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language import (
-    activations,
     arg_extrema,
     contractions,
     dtypes,
+    losses,
     piecewise,
     scans,
     segment_extrema,
@@ -156,14 +156,19 @@ FORMS = {
         " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
     ),
     "huber of a difference of tensors: the kernel on both, no subtraction": (
-        activations.Huber(a - b, k),
-        "torch._C._nn.huber_loss(a, b, reduction=0, delta=k)",
+        losses.Huber(a - b, k),
+        "torch.ops.aten.huber_loss(a, b, 0, k)",
         "at::huber_loss(a, b, at::Reduction::None, k)",
     ),
     "smooth_l1 of one tensor: against zeros of its shape": (
-        activations.SmoothL1(x, sympy.Float(0.5)),
-        'torch.nn.functional.smooth_l1_loss(x, torch.zeros_like(x), reduction="none", beta=0.5)',
+        losses.SmoothL1(x, sympy.Float(0.5)),
+        "torch.ops.aten.smooth_l1_loss(x, torch.zeros_like(x), 0, 0.5)",
         "at::smooth_l1_loss(x, at::zeros_like(x), at::Reduction::None, 0.5)",
+    ),
+    "smooth_l1's slope by a number beta: chosen once, in the host language": (
+        losses.SmoothL1Slope(x, k),
+        "(torch.clamp(x/k, -1, 1) if (k > 0) else torch.sign(x))",
+        "((k > 0.0) ? at::clamp(x/k, -1, 1) : at::sign(x))",
     ),
     "argmin along a dim: torch's kernel, int64 positions": (
         arg_extrema.arg_extremum("argmin", x, 1, False),

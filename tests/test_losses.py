@@ -54,7 +54,7 @@ def test_loss_matches_torch_forward_backward_and_double_backward(
     """Values, gradients and second derivatives are torch's, written as a call or a where."""
     loss = _WRITTEN[name] if written else f"{name}(d, p)"
     module = _module(loss, {"type": "float", "assume": ["positive"]}, ([25], [25]))
-    assert f"{_TORCH[name].__name__}(x, target, reduction=0" in _source(module)
+    assert f"torch.ops.aten.{_TORCH[name].__name__}(x, target, 0, p)" in _source(module)
     assert "torch.where" not in _source(module)
     x, target = _inputs([25])
     got = module.Loss.apply(x, target, value)
@@ -87,6 +87,7 @@ def test_where_is_kept_without_a_positive_bound() -> None:
     """An unbounded float delta may be <= 0, where torch's kernel raises: the where stays."""
     module = _module(_WRITTEN["huber"], {"type": "float"}, ([25], [25]))
     assert "huber_loss" not in _source(module)
+    assert "torch.where" in _source(module)
     x, target = _inputs([25])
     got, *_ = module.Loss.apply(x, target, -1.0)
     d = x - target
@@ -134,3 +135,25 @@ def test_a_difference_with_broadcast_matches_torch() -> None:
 def test_parameters_outside_torchs_domain_are_refused(expr: str, message: str) -> None:
     with pytest.raises(Exception, match=message):
         _module(expr, {"type": "float"}, ([25], [25]))
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_smooth_l1_by_a_float_input_decides_beta_zero_in_python(beta: float) -> None:
+    """beta a float input: the backward chooses clamp(d / beta) or sign(d) in Python, no
+    tensor made of the condition; values, gradients and second derivatives are torch's."""
+    module = _module("smooth_l1(d, p)", {"type": "float"}, ([25], [25]))
+    backward = _source(module).split("def backward")[1].split("def jvp")[0]
+    assert "if (p > 0)" in backward
+    assert "torch.tensor" not in backward and "torch.where" not in backward
+    x, target = _inputs([25])
+    got = module.Loss.apply(x, target, beta)
+    expected = nnf.smooth_l1_loss(x, target, reduction="none", beta=beta)
+    torch.testing.assert_close(got, expected)
+    (grad,) = torch.autograd.grad(got.sum(), x, create_graph=True)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), x, create_graph=True)
+    torch.testing.assert_close(grad, expected_grad)
+    if beta > 0:
+        off_bounds = x.detach().abs() != beta
+        (second,) = torch.autograd.grad(grad.sum(), x)
+        (expected_second,) = torch.autograd.grad(expected_grad.sum(), x)
+        torch.testing.assert_close(second[off_bounds], expected_second[off_bounds])

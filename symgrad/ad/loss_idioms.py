@@ -18,13 +18,13 @@ from __future__ import annotations
 import sympy
 
 from symgrad.ad.idioms import View
-from symgrad.language import activations, piecewise
+from symgrad.language import losses, piecewise
 
 
 def pointwise_loss(node: sympy.Basic, view: View) -> sympy.Expr | None:
     """huber(d, delta) or smooth_l1(d, beta) for the `where` that computes it; a call
     that reads a name d of a - b reads a - b (Note [Losses of a difference])."""
-    if isinstance(node, (activations.Huber, activations.SmoothL1)):
+    if isinstance(node, (losses.Huber, losses.SmoothL1)):
         d, parameter = node.args
         seen = view(d)
         return type(node)(seen, parameter) if seen is not d and seen.is_Add else None
@@ -34,8 +34,8 @@ def pointwise_loss(node: sympy.Basic, view: View) -> sympy.Expr | None:
     if split is None:
         return None
     d, bound, inside, outside = split
-    for loss in (activations.Huber, activations.SmoothL1):
-        allowed = bound.is_positive if loss is activations.Huber else bound.is_nonnegative
+    for loss in (losses.Huber, losses.SmoothL1):
+        allowed = bound.is_positive if loss is losses.Huber else bound.is_nonnegative
         if not allowed:
             continue
         candidate = loss(d, bound)

@@ -283,6 +283,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
         target = f"at::zeros_like({a})" if b is None else b
         return f"{kernel}({a}, {target}, at::Reduction::None, {parameter})"
 
+    def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
+        return f"({condition} ? {a} : {b})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -13,19 +13,20 @@ from __future__ import annotations
 import sympy
 
 from symgrad.backends.forms.arithmetic import ArithmeticForms
-from symgrad.language import activations
+from symgrad.language import losses
+from symgrad.language.activation_base import Activation
 
 
 class LossForms(ArithmeticForms):
     """huber and smooth_l1 as torch's loss kernels, reduction none."""
 
-    def _print_Huber(self, expr: activations.Huber) -> str:
+    def _print_Huber(self, expr: losses.Huber) -> str:
         return self._print_pointwise_loss(expr)
 
-    def _print_SmoothL1(self, expr: activations.SmoothL1) -> str:
+    def _print_SmoothL1(self, expr: losses.SmoothL1) -> str:
         return self._print_pointwise_loss(expr)
 
-    def _print_pointwise_loss(self, expr: activations.Activation) -> str:
+    def _print_pointwise_loss(self, expr: Activation) -> str:
         """The kernel on the difference's two tensors (Note [Losses of a difference])."""
         d, parameter = expr.args
         if not self.is_tensor(d) or self.is_tensor(parameter):
@@ -34,6 +35,16 @@ class LossForms(ArithmeticForms):
         pair = self._difference(d)
         a, b = (self._print(d), None) if pair is None else (self._print(t) for t in pair)
         return self._spell_pointwise_loss(expr.name, a, b, self._print(parameter))
+
+    def _print_SmoothL1Slope(self, expr: losses.SmoothL1Slope) -> str:
+        """Decided by the number beta in the host language (beta > 0, else sign(d))."""
+        d, beta = expr.args
+        if not self.is_tensor(d) or self.is_tensor(beta):
+            return f"({self._print(expr.expanded())})"
+        when, choice, otherwise = expr.expanded().args
+        return self._spell_number_choice(
+            self._print(when), self._print(choice), self._print(otherwise)
+        )
 
     def _difference(self, d: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
         """(a, b) when `d` is a - b of two tensors, else None."""
@@ -47,4 +58,8 @@ class LossForms(ArithmeticForms):
 
     def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
         """torch's kernel of the loss `name` of `a` against `b` (zeros where None)."""
+        raise NotImplementedError
+
+    def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
+        """`a` where the number condition holds, else `b`, decided once (not per element)."""
         raise NotImplementedError

@@ -265,15 +265,14 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
 
     def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
-        """torch.nn.functional's loss on one shape; the op under it where a and b may
-        differ in shape (broadcast), which the functional warns about."""
-        loss = activations.ACTIVATIONS[name]
-        keyword = loss.parameters[0][0]
-        if b is None:
-            b = f"torch.zeros_like({a})"
-            return f'{loss.torch_function}({a}, {b}, reduction="none", {keyword}={parameter})'
-        kernel = loss.torch_function.replace("torch.nn.functional.", "torch._C._nn.")
-        return f"{kernel}({a}, {b}, reduction=0, {keyword}={parameter})"
+        """The ATen op (reduction 0: none) that torch.nn.functional's loss calls, without
+        the functional's checks: it broadcasts a against b without a warning."""
+        op = {"huber": "huber_loss", "smooth_l1": "smooth_l1_loss"}[name]
+        target = f"torch.zeros_like({a})" if b is None else b
+        return f"torch.ops.aten.{op}({a}, {target}, 0, {parameter})"
+
+    def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
+        return f"({a} if {condition} else {b})"
 
 
 def _dims(dims: tuple[int, ...]) -> str:
