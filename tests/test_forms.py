@@ -157,8 +157,9 @@ FORMS = {
     ),
     "huber of a difference of tensors: the kernel on both, no subtraction": (
         losses.Huber(a - b, k),
-        "torch.ops.aten.huber_loss(a, b, 0, k)",
-        "at::huber_loss(a, b, at::Reduction::None, k)",
+        "torch.ops.aten.huber_loss(*torch.broadcast_tensors(a, b), 0, k)",
+        "[&] { auto t = at::broadcast_tensors({a, b});"
+        " return at::huber_loss(t[0], t[1], at::Reduction::None, k); }()",
     ),
     "smooth_l1 of one tensor: against zeros of its shape": (
         losses.SmoothL1(x, sympy.Float(0.5)),

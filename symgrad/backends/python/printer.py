@@ -265,11 +265,13 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
 
     def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
-        """The ATen op (reduction 0: none) that torch.nn.functional's loss calls, without
-        the functional's checks: it broadcasts a against b without a warning."""
+        """The ATen op (reduction 0: none) under torch.nn.functional's loss, on a and b
+        broadcast first, as the functional does (the op sizes its result as `a`), without
+        the functional's size warning."""
         op = {"huber": "huber_loss", "smooth_l1": "smooth_l1_loss"}[name]
-        target = f"torch.zeros_like({a})" if b is None else b
-        return f"torch.ops.aten.{op}({a}, {target}, 0, {parameter})"
+        if b is None:
+            return f"torch.ops.aten.{op}({a}, torch.zeros_like({a}), 0, {parameter})"
+        return f"torch.ops.aten.{op}(*torch.broadcast_tensors({a}, {b}), 0, {parameter})"
 
     def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
         return f"({a} if {condition} else {b})"
