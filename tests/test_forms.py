@@ -156,10 +156,10 @@ FORMS = {
         " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
     ),
     "huber of a difference of tensors: the kernel on both, no subtraction": (
-        losses.Huber(a - b, k),
-        "torch.ops.aten.huber_loss(*torch.broadcast_tensors(a, b), 0, k)",
+        losses.Huber(a - b, sympy.Float(1.5)),
+        "torch.ops.aten.huber_loss(*torch.broadcast_tensors(a, b), 0, 1.5)",
         "[&] { auto t = at::broadcast_tensors({a, b});"
-        " return at::huber_loss(t[0], t[1], at::Reduction::None, k); }()",
+        " return at::huber_loss(t[0], t[1], at::Reduction::None, 1.5); }()",
     ),
     "smooth_l1 of one tensor: against zeros of its shape": (
         losses.SmoothL1(x, sympy.Float(0.5)),

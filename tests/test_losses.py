@@ -85,15 +85,34 @@ def test_smooth_l1_at_beta_zero_is_torchs_l1() -> None:
     torch.testing.assert_close(grad, torch.sign(x.detach()))
 
 
-def test_where_is_kept_without_a_positive_bound() -> None:
-    """An unbounded float delta may be <= 0, where torch's kernel raises: the where stays."""
-    module = _module(_WRITTEN["huber"], {"type": "float"}, ([25], [25]))
-    assert "huber_loss" not in _source(module)
-    assert "torch.where" in _source(module)
+@pytest.mark.parametrize("name", ["huber", "smooth_l1"])
+@pytest.mark.parametrize("value", [1.0, 0.0, -1.0])
+def test_a_float_input_outside_torchs_domain_gets_the_where(name: str, value: float) -> None:
+    """An unbounded float p: torch's kernel where it takes p (delta > 0, beta >= 0), the
+    written formula's values and gradients elsewhere, chosen in Python (torch raises)."""
+    module = _module(_WRITTEN[name], {"type": "float"}, ([25], [25]))
+    source = _source(module)
+    assert "torch.ops.aten" in source and "torch.tensor(" not in source
     x, target = _inputs([25])
-    got, *_ = module.Loss.apply(x, target, -1.0)
+    got = module.Loss.apply(x, target, value)
     d = x - target
-    torch.testing.assert_close(got, -1.0 * (d.abs() + 0.5))
+    p = torch.tensor(value, dtype=torch.float64)
+    quadratic = 0.5 * d**2 if name == "huber" else 0.5 * d**2 / torch.where(p > 0, p, 1.0)
+    linear = p * (d.abs() - 0.5 * p) if name == "huber" else d.abs() - 0.5 * p
+    expected = torch.where(d.abs() < p, quadratic, linear)
+    torch.testing.assert_close(got, expected)
+    weights = torch.linspace(0.5, 2, 25, dtype=torch.float64)
+    for g, e in zip(
+        torch.autograd.grad((got * weights).sum(), (x, target)),
+        torch.autograd.grad((expected * weights).sum(), (x, target)),
+        strict=True,
+    ):
+        torch.testing.assert_close(g, e)
+
+
+def test_a_constant_outside_torchs_domain_keeps_the_where() -> None:
+    module = _module(_WRITTEN["huber"].replace("p", "(-1.0)"), {"type": "float"}, ([25], [25]))
+    assert "huber_loss" not in _source(module)
 
 
 def test_tensor_delta_prints_the_definition_with_its_gradient() -> None:

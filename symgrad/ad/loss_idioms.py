@@ -5,8 +5,9 @@
 | where(abs(d) < delta, 0.5 * d**2, delta * (abs(d) - 0.5 * delta)) | huber(d, delta)   |
 | where(abs(d) < beta, 0.5 * d**2 / beta, abs(d) - 0.5 * beta)  | smooth_l1(d, beta) |
 
-Each is an identity where torch's kernel is defined: delta positive, beta at least 0 (a
-constant, or an input assumed so); elsewhere the `where` stays. At |d| = delta both
+Each is an identity: a number input outside torch's domain (delta <= 0, beta < 0) gets
+the definition, chosen in Python per call (symgrad.language.losses); a constant outside
+it keeps the `where`. At |d| = delta both
 branches and their slopes agree, so `<=` is the same function. The branches are compared
 after expansion, so any spelling sympy expands alike matches (0.5 * delta * abs(d) ...).
 A `where` name d is read through (idioms.View): the loss reads d's definition, a - b,
@@ -35,10 +36,9 @@ def pointwise_loss(node: sympy.Basic, view: View) -> sympy.Expr | None:
         return None
     d, bound, inside, outside = split
     for loss in (losses.Huber, losses.SmoothL1):
-        allowed = bound.is_positive if loss is losses.Huber else bound.is_nonnegative
-        if not allowed:
-            continue
         candidate = loss(d, bound)
+        if candidate.domain() == sympy.false:
+            continue
         expected = candidate.expanded()
         assert isinstance(expected, piecewise.Where)
         _, quadratic, linear = expected.args

@@ -108,10 +108,11 @@ _LOSSES = (
     "`huber(d, delta)` and `smooth_l1(d, beta)` are the losses of a difference `d = a - b`:"
     " torch's kernel of `a` against `b` (against zeros where `d` is no difference), backward"
     " `clamp(d, -delta, delta)` (`clamp(d / beta, -1, 1)`, `sign(d)` at beta 0) times the"
-    " gradient. delta must be positive and beta at least 0, as torch has them. Written as"
-    " `where(abs(d) < delta, 0.5 * d**2, delta * (abs(d) - 0.5 * delta))` (or smooth-L1's"
-    " `0.5 * d**2 / beta, abs(d) - 0.5 * beta`) with delta a constant or an input assumed"
-    " positive, the formula is computed as the loss."
+    " gradient. A constant delta must be positive and beta at least 0, as torch has them; a"
+    " float input outside that range gives the formula's values, chosen once per call."
+    " Written as `where(abs(d) < delta, 0.5 * d**2, delta * (abs(d) - 0.5 * delta))` (or"
+    " smooth-L1's `0.5 * d**2 / beta, abs(d) - 0.5 * beta`), the formula is computed as the"
+    " loss."
 )
 
 

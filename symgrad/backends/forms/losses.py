@@ -14,7 +14,6 @@ import sympy
 
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.language import losses
-from symgrad.language.activation_base import Activation
 
 
 class LossForms(ArithmeticForms):
@@ -26,7 +25,7 @@ class LossForms(ArithmeticForms):
     def _print_SmoothL1(self, expr: losses.SmoothL1) -> str:
         return self._print_pointwise_loss(expr)
 
-    def _print_pointwise_loss(self, expr: Activation) -> str:
+    def _print_pointwise_loss(self, expr: losses.PointwiseLoss) -> str:
         """The kernel on the difference's two tensors (Note [Losses of a difference])."""
         d, parameter = expr.args
         if not self.is_tensor(d) or self.is_tensor(parameter):
@@ -34,12 +33,23 @@ class LossForms(ArithmeticForms):
             return f"({self._print(expr.expanded())})"
         pair = self._difference(d)
         a, b = (self._print(d), None) if pair is None else (self._print(t) for t in pair)
-        return self._spell_pointwise_loss(expr.name, a, b, self._print(parameter))
+        kernel = self._spell_pointwise_loss(expr.name, a, b, self._print(parameter))
+        domain = expr.domain()
+        if domain == sympy.true:
+            return kernel
+        definition = f"({self._print(expr.expanded())})"
+        return self._spell_number_choice(self._print(domain), kernel, definition)
+
+    def _print_HuberSlope(self, expr: losses.HuberSlope) -> str:
+        return self._print_loss_slope(expr)
 
     def _print_SmoothL1Slope(self, expr: losses.SmoothL1Slope) -> str:
-        """Decided by the number beta in the host language (beta > 0, else sign(d))."""
-        d, beta = expr.args
-        if not self.is_tensor(d) or self.is_tensor(beta):
+        return self._print_loss_slope(expr)
+
+    def _print_loss_slope(self, expr: losses.LossSlope) -> str:
+        """Decided by the number parameter in the host language, once per call."""
+        d, parameter = expr.args
+        if not self.is_tensor(d) or self.is_tensor(parameter):
             return f"({self._print(expr.expanded())})"
         when, choice, otherwise = expr.expanded().args
         return self._spell_number_choice(
