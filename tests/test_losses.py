@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as nnf
 
@@ -179,3 +180,15 @@ def test_smooth_l1_by_a_float_input_decides_beta_zero_in_python(beta: float) -> 
         (second,) = torch.autograd.grad(grad.sum(), x)
         (expected_second,) = torch.autograd.grad(expected_grad.sum(), x)
         torch.testing.assert_close(second[off_bounds], expected_second[off_bounds])
+
+
+def test_fused_loops_and_triton_spell_the_piecewise_formula() -> None:
+    """No torch call inside a loop or a kernel: the loss and its slopes written out."""
+    from symgrad.backends.cpp.vectorized import VecPrinter
+    from symgrad.backends.triton.printer import TritonPrinter
+    from symgrad.language import losses
+
+    d, p = sympy.symbols("d p", real=True)
+    for expr in (losses.Huber(d, p), losses.SmoothL1(d, p), losses.HuberSlope(d, p)):
+        assert "blendv" in VecPrinter().doprint(expr)
+        assert "tl.where" in TritonPrinter().doprint(expr)
