@@ -209,6 +209,8 @@ def language_subjects() -> list[Subject]:
         builtin = _torch_function(activation.torch_function)
         if name == "gelu_tanh":
             builtin = lambda x: nnf.gelu(x, approximate="tanh")  # noqa: E731
+        if name in ("huber", "smooth_l1"):  # the loss of x against zeros
+            builtin = lambda x, f=builtin: f(x, torch.zeros_like(x), reduction="none")  # noqa: E731
         subjects.append(Subject(name, _one_line(name, f"{name}(x)"), builtin, True, NEAR_ONE))
     for name, (expr, inputs, builtin) in _CONDITIONALS.items():
         subjects.append(Subject(name, _one_line(name, expr, inputs), builtin, True, NEAR_ONE))

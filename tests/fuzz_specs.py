@@ -54,6 +54,11 @@ def _broadcastable(*shapes: Shape) -> bool:
     return True
 
 
+def _huber(d: Any, delta: float) -> Any:
+    """torch's Huber loss of a difference (against zeros: its backward misbroadcasts)."""
+    return nnf.huber_loss(d, torch.zeros_like(d), reduction="none", delta=delta)
+
+
 # (spec template, torch function): elementwise functions finite and smooth enough on
 # any finite argument, so gradcheck is meaningful wherever the fuzz lands.
 UNARY: list[tuple[str, Callable[[Any], Any]]] = [
@@ -82,6 +87,11 @@ UNARY: list[tuple[str, Callable[[Any], Any]]] = [
     ("hardswish({})", nnf.hardswish),
     ("hardtanh({}, -0.5, 1)", lambda u: nnf.hardtanh(u, -0.5, 1.0)),
     ("softshrink({}, 0.25)", lambda u: nnf.softshrink(u, 0.25)),
+    ("huber({}, 0.5)", lambda u: _huber(u, 0.5)),
+    (
+        "smooth_l1({}, 0.5)",
+        lambda u: nnf.smooth_l1_loss(u, torch.zeros_like(u), reduction="none", beta=0.5),
+    ),
     ("-({})", lambda u: -u),
 ]
 BINARY: list[tuple[str, Callable[[Any, Any], Any]]] = [
@@ -92,6 +102,13 @@ BINARY: list[tuple[str, Callable[[Any, Any], Any]]] = [
     ("max({}, {})", torch.maximum),
     ("min({}, {})", torch.minimum),
     ("atan2({}, 1 + ({})**2)", lambda a, b: torch.atan2(a, 1 + b**2)),
+    ("huber(({}) - ({}), 1.0)", lambda a, b: _huber(a - b, 1.0)),
+    # Huber's loss written out: computed by torch's kernel of the two operands.
+    (
+        "where(abs(({0}) - ({1})) < 0.5, 0.5 * (({0}) - ({1}))**2,"
+        " 0.5 * (abs(({0}) - ({1})) - 0.25))",
+        lambda a, b: _huber(a - b, 0.5),
+    ),
 ]
 
 

@@ -579,6 +579,31 @@ def _class_loss(log_softmax: bool, weighted: bool, found: Mapping[str, Any]) -> 
     return f"sum({losses}) / sum(where({valid}, {scale}, 0))"
 
 
+def pointwise_loss_builder(function: str, keyword: str) -> Builder:
+    """nn.functional.huber_loss or smooth_l1_loss(input, target, reduction, delta/beta):
+    the language's function of the difference, reduced as torch reduces it."""
+    params = (P("x"), P("t", "target"), P("r", "reduction", "mean"), P("p", keyword, 1.0))
+
+    def build(call: Call, dtype: torch.dtype) -> Case | str:
+        operands = _gather(params, call)
+        if isinstance(operands, str):
+            return operands
+        reduced = {"none": "{}", "sum": "sum({})", "mean": "mean({})"}[operands.pop("r")]
+        inputs = _declare(operands, dtype)
+        if isinstance(inputs, str):
+            return inputs
+
+        def bind(call: Call) -> dict[str, Any]:
+            gathered = _gather(params, call)
+            assert not isinstance(gathered, str)
+            gathered.pop("r")
+            return _bind_numbers(gathered)
+
+        return Case(_spec(inputs, reduced.format(f"{function}(x - t, p)")), bind)
+
+    return build
+
+
 def view_builder(method: str) -> Builder:
     """reshape(x, shape), view(x, shape) or unsqueeze(x, dim) (symgrad.language.views).
 
@@ -1000,6 +1025,8 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("index_select", "", index_select_builder),
     OpMapping("nn.functional.cross_entropy", "", class_loss_builder(log_softmax=True)),
     OpMapping("nn.functional.nll_loss", "", class_loss_builder(log_softmax=False)),
+    OpMapping("nn.functional.huber_loss", "", pointwise_loss_builder("huber", "delta")),
+    OpMapping("nn.functional.smooth_l1_loss", "", pointwise_loss_builder("smooth_l1", "beta")),
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),

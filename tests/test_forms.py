@@ -18,6 +18,7 @@ from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
@@ -28,6 +29,7 @@ from symgrad.language import (
     arg_extrema,
     contractions,
     dtypes,
+    losses,
     piecewise,
     scans,
     segment_extrema,
@@ -153,6 +155,22 @@ FORMS = {
         "at::index_add([&] { auto sizes = x.sizes().vec(); sizes[at::maybe_wrap_dim(0, x.dim())]"
         " = 4; return at::zeros(sizes, x.options()); }(), 0, i, x)",
     ),
+    "huber of a difference of tensors: the kernel on both, no subtraction": (
+        losses.Huber(a - b, sympy.Float(1.5)),
+        "torch.ops.aten.huber_loss(*torch.broadcast_tensors(a, b), 0, 1.5)",
+        "[&] { auto t = at::broadcast_tensors({a, b});"
+        " return at::huber_loss(t[0], t[1], at::Reduction::None, 1.5); }()",
+    ),
+    "smooth_l1 of one tensor: against zeros of its shape": (
+        losses.SmoothL1(x, sympy.Float(0.5)),
+        "torch.ops.aten.smooth_l1_loss(x, torch.zeros_like(x), 0, 0.5)",
+        "at::smooth_l1_loss(x, at::zeros_like(x), at::Reduction::None, 0.5)",
+    ),
+    "smooth_l1's slope by a number beta: chosen once, in the host language": (
+        losses.SmoothL1Slope(x, k),
+        "(torch.clamp(x/k, -1, 1) if (k > 0) else torch.sign(x))",
+        "((k > 0.0) ? at::clamp(x/k, -1, 1) : at::sign(x))",
+    ),
     "argmin along a dim: torch's kernel, int64 positions": (
         arg_extrema.arg_extremum("argmin", x, 1, False),
         "torch.argmin(x, dim=1)",
@@ -220,6 +238,7 @@ FORM_CLASSES = (
     ProductForms,
     DtypeForms,
     ArgExtremumForms,
+    LossForms,
     ConstructForms,
 )
 

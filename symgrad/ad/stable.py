@@ -22,7 +22,8 @@ changes nothing but rounding.
 | log(1 - exp(u)), log(-expm1(u))             | log1mexp(u)                         |
 | log1p(-exp(u))                              | log1mexp(u)                         |
 
-and the stable idioms of smooth functions (symgrad.ad.idioms).
+and the stable idioms of smooth functions (symgrad.ad.idioms), and Huber's loss and
+smooth-L1 written as a `where` (symgrad.ad.loss_idioms).
 
 Note [Patterns across where names]: users split these formulas over `where` names
 (`ex = exp(x)`, `y = ex / sum(ex, dim=-1, keepdim=True)`). The rules see a name as its
@@ -38,7 +39,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 import sympy
 
-from symgrad.ad import idioms
+from symgrad.ad import idioms, loss_idioms
 from symgrad.ad.idioms import View, is_call
 from symgrad.ad.ir import Assignment
 from symgrad.ad.rewrite import bottom_up
@@ -299,4 +300,5 @@ _RULES: tuple[Rule, ...] = (
     idioms.smooth_pairs,
     idioms.negated_softplus,
     idioms.mirrored_difference,
+    loss_idioms.pointwise_loss,
 )

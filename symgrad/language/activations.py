@@ -20,11 +20,12 @@ them: constants or number inputs, positional or by torch's keyword, with torch's
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import sympy
 
-from symgrad.language import functions, piecewise
+from symgrad.language import functions
+from symgrad.language.activation_base import Activation as Activation  # re-exported
+from symgrad.language.activation_base import constant_parameter
+from symgrad.language.losses import Huber, SmoothL1
 from symgrad.language.piecewise import Ge, Gt, Le, Lt, where
 
 _HALF = sympy.Rational(1, 2)
@@ -39,48 +40,8 @@ SELU_ALPHA = sympy.Float("1.6732632423543772848170429916717", 30)
 SELU_SCALE = sympy.Float("1.0507009873554804934193349852946", 30)
 
 
-class Activation(piecewise.Kink):
-    """An activation: torch's fused kernel forward, a derived backward."""
-
-    # The name in the spec language.
-    name: ClassVar[str]
-    # torch's function, called with the input then every parameter as a keyword.
-    torch_function: ClassVar[str]
-    # (torch's keyword, default) for each number parameter, in torch's order.
-    parameters: ClassVar[tuple[tuple[str, float], ...]] = ()
-    # Fixed keyword arguments of the torch call, as printed (gelu's approximate="tanh").
-    torch_options: ClassVar[str] = ""
-
-    @property
-    def input(self) -> sympy.Expr:
-        return self.args[0]
-
-    def breakpoints(self) -> list[tuple[sympy.Expr, sympy.Expr]]:
-        """(argument, value) pairs where the gradient jumps: the generated test samples them."""
-        return []
-
-    @classmethod
-    def check_parameters(cls, values: tuple[sympy.Expr, ...]) -> str | None:
-        """Why constant parameter values would make torch raise, or None."""
-        return None
-
-    def slope(self) -> sympy.Expr | None:
-        """d self / d input as torch's backward computes it, or None to derive it from
-        `expanded` (softsign and tanhshrink, which torch itself composes)."""
-        return None
-
-    def partial(self, index: int) -> sympy.Expr | None:
-        # The parameters are numbers, never differentiated.
-        return self.slope() if index == 0 else sympy.Integer(0)
-
-
 def _sigmoid(x: sympy.Expr) -> sympy.Expr:
     return functions.call("sigmoid", x)
-
-
-def _number(value: sympy.Expr) -> float | None:
-    """The value of a constant parameter, None for one that depends on a number input."""
-    return float(value) if value.is_number else None
 
 
 class Silu(Activation):
@@ -197,7 +158,7 @@ class Celu(Activation):
 
     @classmethod
     def check_parameters(cls, values: tuple[sympy.Expr, ...]) -> str | None:
-        return "celu's alpha cannot be 0" if _number(values[0]) == 0 else None
+        return "celu's alpha cannot be 0" if constant_parameter(values[0]) == 0 else None
 
 
 class Selu(Activation):
@@ -254,7 +215,7 @@ class Hardtanh(Activation):
 
     @classmethod
     def check_parameters(cls, values: tuple[sympy.Expr, ...]) -> str | None:
-        low, high = (_number(value) for value in values)
+        low, high = (constant_parameter(value) for value in values)
         if low is not None and high is not None and low > high:
             return "hardtanh's min_val cannot be greater than max_val"
         return None
@@ -322,7 +283,7 @@ class _Shrink(Activation):
 
     @classmethod
     def check_parameters(cls, values: tuple[sympy.Expr, ...]) -> str | None:
-        lambd = _number(values[0])
+        lambd = constant_parameter(values[0])
         return f"{cls.name}'s lambd must be at least 0" if lambd is not None and lambd < 0 else None
 
 
@@ -362,6 +323,8 @@ ACTIVATIONS: dict[str, type[Activation]] = {
         Hardswish,
         Softshrink,
         Hardshrink,
+        Huber,
+        SmoothL1,
     )
 }
 

@@ -105,6 +105,18 @@ def spec_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+_LOSSES = (
+    "`huber(d, delta)` and `smooth_l1(d, beta)` are the losses of a difference `d = a - b`:"
+    " torch's kernel of `a` against `b` (against zeros where `d` is no difference), backward"
+    " `clamp(d, -delta, delta)` (`clamp(d / beta, -1, 1)`, `sign(d)` at beta 0) times the"
+    " gradient. A constant delta must be positive and beta at least 0, as torch has them; a"
+    " float input outside that range gives the formula's values, chosen once per call."
+    " Written as `where(abs(d) < delta, 0.5 * d**2, delta * (abs(d) - 0.5 * delta))` (or"
+    " smooth-L1's `0.5 * d**2 / beta, abs(d) - 0.5 * beta`), the formula is computed as the"
+    " loss."
+)
+
+
 def _functions_section() -> list[str]:
     lines = ["## Functions", "", "### Elementwise", "", "| function | torch | also spelled |"]
     lines.append("| --- | --- | --- |")
@@ -121,6 +133,7 @@ def _functions_section() -> list[str]:
         torch = f"{cls.torch_function}(x{parameters}{options})"
         call = f"{cls.name}(x{parameters})"
         lines.append(f"| `{call}` | `{torch}` | {_spellings(aliases.get(cls.name, ()))} |")
+    lines += ["", _LOSSES]
     lines += ["", "### Conditionals and kinks", "", "| function | also spelled |", "| --- | --- |"]
     aliases = _aliases_of(piecewise.CONDITIONAL_ALIASES)
     for name, (arity, _) in piecewise.CONDITIONAL_FUNCTIONS.items():

@@ -276,6 +276,19 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_arg_extremum(self, name: str, argument: str, dim: int, keepdim: bool) -> str:
         return f"at::{name}({argument}, {dim}, {'true' if keepdim else 'false'})"
 
+    # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
+
+    def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
+        """On a and b broadcast first: the op sizes its result as `a`."""
+        kernel = {"huber": "at::huber_loss", "smooth_l1": "at::smooth_l1_loss"}[name]
+        if b is None:
+            return f"{kernel}({a}, at::zeros_like({a}), at::Reduction::None, {parameter})"
+        pair = f"auto t = at::broadcast_tensors({{{a}, {b}}});"
+        return f"[&] {{ {pair} return {kernel}(t[0], t[1], at::Reduction::None, {parameter}); }}()"
+
+    def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
+        return f"({condition} ? {a} : {b})"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

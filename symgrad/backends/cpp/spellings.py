@@ -131,6 +131,9 @@ ACTIVATIONS: dict[str, ActivationCall | None] = {
     "gelu_tanh": ActivationCall("at::gelu", ('"tanh"',)),
     "softsign": None,
     "tanhshrink": None,
+    # Printed by symgrad.backends.forms.losses, on the difference's two tensors.
+    "huber": None,
+    "smooth_l1": None,
 }
 
 

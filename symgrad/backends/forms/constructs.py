@@ -19,6 +19,7 @@ from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
@@ -38,6 +39,7 @@ from symgrad.language import (
 
 
 class ConstructForms(
+    LossForms,
     ArgExtremumForms,
     DtypeForms,
     ProductForms,
@@ -355,7 +357,8 @@ def install_dispatch(printer: type[ConstructForms]) -> None:
     for name in functions.FUNCTIONS:
         setattr(printer, f"_print_{name}", printer._print_ElementwiseFunction)
     for activation in activations.ACTIVATIONS.values():
-        setattr(printer, f"_print_{activation.__name__}", printer._print_Activation)
+        own = getattr(printer, f"_print_{activation.__name__}", printer._print_Activation)
+        setattr(printer, f"_print_{activation.__name__}", own)
     for kind in pullbacks.PULLBACKS.values():
         setattr(printer, f"_print_{kind.__name__}", printer._print_Pullback)
     for cls in reductions.REDUCTION_CLASSES:

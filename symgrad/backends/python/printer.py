@@ -262,6 +262,20 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         kept = ", keepdim=True" if keepdim else ""
         return f"torch.{name}({argument}, dim={dim}{kept})"
 
+    # --- Elementwise losses (symgrad.backends.forms.losses) -------------------------------
+
+    def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
+        """The ATen op (reduction 0: none) under torch.nn.functional's loss, on a and b
+        broadcast first, as the functional does (the op sizes its result as `a`), without
+        the functional's size warning."""
+        op = {"huber": "huber_loss", "smooth_l1": "smooth_l1_loss"}[name]
+        if b is None:
+            return f"torch.ops.aten.{op}({a}, torch.zeros_like({a}), 0, {parameter})"
+        return f"torch.ops.aten.{op}(*torch.broadcast_tensors({a}, {b}), 0, {parameter})"
+
+    def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
+        return f"({a} if {condition} else {b})"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
