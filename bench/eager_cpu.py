@@ -26,7 +26,13 @@ import torch
 
 from bench.build import generate_case
 from bench.machine import describe
-from bench.measure import make_step, measure_saved, reuse_freed_heap, time_interleaved
+from bench.measure import (
+    make_step,
+    measure_peak,
+    measure_saved,
+    reuse_freed_heap,
+    time_interleaved,
+)
 
 Tensor = torch.Tensor
 SPECS = Path(__file__).parent / "eager_specs"
@@ -102,6 +108,11 @@ class EagerRow:
     quartiles: tuple[float, float]
     eager_saved: int
     generated_saved: int
+    # Of the generated Function's saved bytes, those of its own inputs (held by the caller).
+    generated_saved_inputs: int = 0
+    # Peak bytes of one fwd+bwd above the start (None where they cannot be seen).
+    eager_peak: int | None = None
+    generated_peak: int | None = None
 
 
 def measure(case: EagerCase, workdir: Path, rounds: int) -> EagerRow:
@@ -116,6 +127,7 @@ def measure(case: EagerCase, workdir: Path, rounds: int) -> EagerRow:
     ratios = [g / e for g, e in zip(samples["generated"], samples["eager"], strict=True)]
     low, _, high = statistics.quantiles(ratios, n=4)
     saved = {name: measure_saved(fn, inputs).nbytes for name, fn in functions.items()}
+    peak = {name: measure_peak(step, torch.device("cpu")) for name, step in steps.items()}
     return EagerRow(
         case.name,
         1e3 * statistics.median(samples["eager"]),
@@ -124,7 +136,26 @@ def measure(case: EagerCase, workdir: Path, rounds: int) -> EagerRow:
         (low, high),
         saved["eager"],
         saved["generated"],
+        _input_bytes(generated, inputs),
+        peak["eager"],
+        peak["generated"],
     )
+
+
+def _input_bytes(fn: Callable[..., Tensor], inputs: tuple[Tensor, ...]) -> int:
+    """Bytes of the inputs' storages among what one forward of `fn` saves for backward."""
+    own = {t.untyped_storage().data_ptr() for t in inputs}
+    packed: dict[int, int] = {}
+
+    def pack(tensor: Tensor) -> Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() in own:
+            packed[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn(*inputs)
+    return sum(packed.values())
 
 
 def render(rows: Sequence[EagerRow], allocator: str, command: str) -> str:
@@ -138,10 +169,13 @@ def render(rows: Sequence[EagerRow], allocator: str, command: str) -> str:
         f"Inputs `{list(SHAPE)}`. Median milliseconds per step; the ratio is the median over",
         "paired interleaved rounds of the generated time over eager's in the same round, with",
         f"the interquartile range of those ratios. Target: at most {TARGET}x, and no more bytes",
-        "saved for backward than eager autograd (saved-tensor hooks, storages deduplicated).",
+        "saved for backward than eager autograd (saved-tensor hooks, storages deduplicated;",
+        "in brackets, the share of the generated Function's that are its own inputs, which the",
+        "caller holds anyway). Peak: bytes allocated during one fwd+bwd above the start.",
         "",
-        "| case | eager ms | generated ms | ratio (IQR) | eager saved MB | generated saved MB |",
-        "|---|---:|---:|---|---:|---:|",
+        "| case | eager ms | generated ms | ratio (IQR) | eager saved MB | generated saved MB"
+        " | eager peak MB | generated peak MB |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     lines += [_row(row) for row in rows]
     over = [row.case for row in rows if not _meets(row)]
@@ -163,9 +197,16 @@ def _row(row: EagerRow) -> str:
         f"{row.generated_ms:.2f}",
         f"{row.ratio:.2f}x ({low:.2f}-{high:.2f})",
         f"{row.eager_saved / 1e6:.3f}",
-        f"{row.generated_saved / 1e6:.3f}",
+        f"{row.generated_saved / 1e6:.3f} ({row.generated_saved_inputs / 1e6:.3f} inputs)",
+        _megabytes(row.eager_peak),
+        _megabytes(row.generated_peak),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _megabytes(size: int | None) -> str:
+    """Bytes as megabytes, or a dash where they were not measured."""
+    return "-" if size is None else f"{size / 1e6:.1f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -341,5 +341,7 @@ def test_eager_cpu_table_runs_and_each_formula_is_its_spec(tmp_path: Path) -> No
         )
     row = measure(CASES[0], tmp_path, rounds=3)
     assert row.eager_saved > 0 and row.generated_saved > 0
+    # Layer norm saves xc and rstd, made in its forward: none of its saved bytes are inputs.
+    assert row.generated_saved_inputs == 0 and row.generated_peak is not None
     text = render([row], "default", "python -m bench.eager_cpu")
     assert "Allocator: glibc's defaults" in text and "| layer_norm |" in text
