@@ -48,9 +48,7 @@ class CommonHelpers:
 
     def __or__(self, other: CommonHelpers) -> CommonHelpers:
         """The helpers either uses: what one namespace shared by both must define."""
-        return CommonHelpers(
-            *(a or b for a, b in zip(astuple(self), astuple(other), strict=True))
-        )
+        return CommonHelpers(*(a or b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True)
