@@ -1,8 +1,9 @@
 """The Triton kernels of `mode: fused` (Note [Triton kernels]), run by Triton's interpreter
 on CPU tensors: values and gradients against the Function's, a per-channel broadcast
 input, sizes not a multiple of the block, float32 and bfloat16; the eager Function's saved
-tensors (Note [eager kernels]), the gradient written over the stored derivative, and
-double backward."""
+tensors (Note [eager kernels]: the inputs, no new buffer), a broadcast input's gradient
+summed without a buffer of the full shape, and double backward (with
+`triton_keeps_inputs` for an input the backward kernel does not read)."""
 
 from __future__ import annotations
 
