@@ -189,28 +189,32 @@ def _forward_helpers(
     )
 
 
+# Shape-tree nodes that carry a shape through unchanged in kind; any other one reduces.
+_NOT_REDUCTIONS = frozenset({"input", "broadcast", "cat", "view", "einsum"})
+
+
+def _shape_kinds(shape: reductions.Shape | None) -> set[str]:
+    """The kinds of node a shape tree of `reductions.shape_of` holds (see _shape_code)."""
+    if shape is None:
+        return set()
+    kind = shape[0]
+    if kind == "input":
+        return {kind}
+    if kind in ("broadcast", "cat", "einsum"):
+        children = shape[2] if kind == "einsum" else shape[1]
+    else:  # a view, segment or reduction of one shape
+        children = (shape[1],)
+    return {kind}.union(*(_shape_kinds(child) for child in children))
+
+
 def _has_reduction(shape: reductions.Shape | None) -> bool:
-    """Whether a shape tree of `reductions.shape_of` holds a reduction (see _shape_code)."""
-    if shape is None or shape[0] == "input":
-        return False
-    if shape[0] in ("broadcast", "cat"):
-        return any(_has_reduction(s) for s in shape[1])
-    if shape[0] == "view":
-        return _has_reduction(shape[1])
-    if shape[0] == "einsum":
-        return any(_has_reduction(s) for s in shape[2])
-    return True
+    """Whether a shape tree holds a reduction (a segment sum counts as one)."""
+    return bool(_shape_kinds(shape) - _NOT_REDUCTIONS)
 
 
 def _has_broadcast(shape: reductions.Shape | None) -> bool:
-    """Whether a shape tree of `reductions.shape_of` broadcasts shapes (see _shape_code)."""
-    if shape is None or shape[0] == "input":
-        return False
-    if shape[0] == "broadcast":
-        return True
-    if shape[0] in ("cat", "einsum"):
-        return any(_has_broadcast(s) for s in shape[1 if shape[0] == "cat" else 2])
-    return _has_broadcast(shape[1])  # a view, segment or reduction of one shape
+    """Whether a shape tree broadcasts shapes."""
+    return "broadcast" in _shape_kinds(shape)
 
 
 def _parameter(item: Input) -> str:
