@@ -596,7 +596,7 @@ if triton is not None:
     def _mish_fused_triton_setup(
         ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
     ) -> None:
-        """Keep the inputs and the stored values the backward kernel reads."""
+        """Keep the inputs and the output, what the backward kernel may read."""
         (x,) = inputs
         ctx.save_for_backward(x, *output)
         ctx.numbers = ()
@@ -604,11 +604,10 @@ if triton is not None:
 
     def _mish_fused_triton_gradient(ctx: Any, grads: list[Any]) -> tuple[Any, ...]:
         """The backward kernel; the Function's where the graph is kept."""
-        x, y, *stored = ctx.saved_tensors
+        x, y = ctx.saved_tensors
         grad_y = grads[0]
         if torch.is_grad_enabled():
             return _mish_fused_triton_twice((x,), grad_y)
-        () = stored
         (grad_x,) = _mish_fused_triton_backward(
             grad_y,
             x,

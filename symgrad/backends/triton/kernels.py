@@ -51,8 +51,6 @@ class TritonKernels:
     grad: str
     forward: Kernel
     backward: Kernel
-    # Forward values the forward kernel stores for the backward kernel.
-    saved: tuple[str, ...]
     # (input, its gradient's name) per tensor input that gets a gradient, in order.
     gradients: tuple[tuple[str, str], ...]
     # What the eager Function saves: the backward kernel's loads but the gradient.
@@ -88,7 +86,6 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         grad=grad,
         forward=_kernel(loops.forward),
         backward=_kernel(loops.backward),
-        saved=loops.saved,
         gradients=gradients,
         kept=tuple(name for name in loops.backward.arguments if name != grad),
     )
