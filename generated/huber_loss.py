@@ -10,8 +10,8 @@ Forward:
     loss = mean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 
 Derivatives:
-    dloss/dx = clamp(x - target, -delta, delta)/numel(huber(x - target, delta))
-    dloss/dtarget = -clamp(x - target, -delta, delta)/numel(huber(x - target, delta))
+    dloss/dx = clamp(d, -delta, delta)/numel(huber(d, delta))
+    dloss/dtarget = -clamp(d, -delta, delta)/numel(huber(d, delta))
 """
 
 from __future__ import annotations
@@ -134,6 +134,11 @@ def _apply(function: Any, traceable: Any, *args: Any) -> Any:
     return super(torch.autograd.Function, function).apply(*args)
 
 
+def _accumulate(total: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor:
+    """Add the contribution of one more output to a gradient."""
+    return term if total is None else total + term
+
+
 class HuberLoss(torch.autograd.Function):
     """Huber loss with threshold delta, averaged over every element."""
 
@@ -143,55 +148,66 @@ class HuberLoss(torch.autograd.Function):
     @staticmethod
     def forward(
         x: torch.Tensor, target: torch.Tensor, delta: float = 1.0
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        d = x - target
         loss = torch.mean(
-            torch.ops.aten.huber_loss(*torch.broadcast_tensors(x, target), 0, delta)
+            torch.ops.aten.huber_loss(d, d.new_zeros(()).expand_as(d), 0, delta)
         )
-        return loss
+        return loss, d
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, target, delta = inputs
-        loss = output
-        ctx.save_for_backward(x, target)
+        loss, d = output
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(d)
         ctx.numbers = (delta,)
+        ctx.input_shapes = (x.shape, target.shape)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
-            ctx.save_for_forward(x, target)
-            ctx.output_shapes = (loss.shape,)
+            ctx.save_for_forward(d)
+            ctx.output_shapes = (loss.shape, d.shape)
             ctx.tangent_shapes = (x.shape, target.shape)
         _t0 = _count(_broadcast_shapes(target.shape, x.shape), None)
         ctx.shape_facts = (_t0,)
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, target = ctx.saved_tensors
+    def backward(
+        ctx: Any, grad_loss: torch.Tensor | None, grad_d: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        (d,) = ctx.saved_tensors
         (delta,) = ctx.numbers
+        x_shape, target_shape = ctx.input_shapes
         (_t0,) = ctx.shape_facts
         need_x, need_target, _ = ctx.needs_input_grad
         grad_x = grad_target = None
-        if need_x or need_target:
-            _t1 = grad_loss / _t0 * torch.clamp(x - target, -delta, delta)
-        if need_x:
-            grad_x = _t1
-        if need_target:
-            grad_target = -_t1
-        return _reduce_to(grad_x, x.shape), _reduce_to(grad_target, target.shape), None
+        if grad_loss is not None:
+            if need_x or need_target:
+                _t1 = grad_loss * torch.clamp(d, -delta, delta) / _t0
+            if need_x:
+                grad_x = _accumulate(grad_x, _t1)
+            if need_target:
+                grad_target = _accumulate(grad_target, -_t1)
+        if grad_d is not None:
+            if need_x:
+                grad_x = _accumulate(grad_x, grad_d)
+            if need_target:
+                grad_target = _accumulate(grad_target, -grad_d)
+        return _reduce_to(grad_x, x_shape), _reduce_to(grad_target, target_shape), None
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, tangent_target: Any, _tangent_delta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        x, target = ctx.saved_tensors
+        (d,) = ctx.saved_tensors
         (delta,) = ctx.numbers
-        (loss_shape,) = ctx.output_shapes
+        loss_shape, d_shape = ctx.output_shapes
         tangent_x, tangent_target = _fill_tangents(
             (tangent_x, tangent_target), ctx.tangent_shapes
         )
-        tangent_loss = torch.mean(
-            (tangent_x - tangent_target) * torch.clamp(x - target, -delta, delta)
-        )
-        return _expand_to(tangent_loss, loss_shape)
+        tangent_d = tangent_x - tangent_target
+        tangent_loss = torch.mean(torch.clamp(d, -delta, delta) * tangent_d)
+        return _expand_to(tangent_loss, loss_shape), _expand_to(tangent_d, d_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -210,10 +226,12 @@ def huber_loss(
     x: torch.Tensor, target: torch.Tensor, delta: float = 1.0
 ) -> torch.Tensor:
     """Huber loss with threshold delta, averaged over every element."""
+    # The residuals (d) are for the backward only.
     try:
-        return _apply(
+        loss, d = _apply(
             HuberLoss, _HuberLossTraceable, _unwrap(x), _unwrap(target), delta
         )
+        return loss
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "huber_loss", {"x": x, "target": target, "delta": delta})

@@ -161,10 +161,10 @@ FORMS = {
         "[&] { auto t = at::broadcast_tensors({a, b});"
         " return at::huber_loss(t[0], t[1], at::Reduction::None, 1.5); }()",
     ),
-    "smooth_l1 of one tensor: against zeros of its shape": (
+    "smooth_l1 of one tensor: against a zero broadcast to its shape": (
         losses.SmoothL1(x, sympy.Float(0.5)),
-        "torch.ops.aten.smooth_l1_loss(x, torch.zeros_like(x), 0, 0.5)",
-        "at::smooth_l1_loss(x, at::zeros_like(x), at::Reduction::None, 0.5)",
+        "torch.ops.aten.smooth_l1_loss(x, x.new_zeros(()).expand_as(x), 0, 0.5)",
+        "at::smooth_l1_loss(x, at::zeros({}, x.options()).expand_as(x), at::Reduction::None, 0.5)",
     ),
     "smooth_l1's slope by a number beta: chosen once, in the host language": (
         losses.SmoothL1Slope(x, k),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 from typing import Any
 
@@ -21,7 +22,9 @@ _WRITTEN = {
 }
 
 
-def _module(loss: str, parameter: dict[str, Any], shapes: tuple[list[int], list[int]]) -> Any:
+def _module(
+    loss: str, parameter: dict[str, Any], shapes: tuple[list[int], list[int]], named: bool = True
+) -> Any:
     """A spec of `loss` (an expression in d = x - target and p) as a loaded module."""
     spec = {
         "name": "Loss",
@@ -30,7 +33,7 @@ def _module(loss: str, parameter: dict[str, Any], shapes: tuple[list[int], list[
             "target": {"type": "tensor", "shape": shapes[1]},
             "p": parameter,
         },
-        "where": {"d": "x - target"},
+        "where": {"d": "x - target"} if named else {},
         "outputs": {"loss": loss},
     }
     return api.load_module(api.spec_from_dict(spec))
@@ -47,20 +50,32 @@ def _source(module: Any) -> str:
     return inspect.getsource(module)
 
 
+# A named difference is computed, then saved alone; one written in the call goes to the
+# kernel as its two tensors (Note [Losses of a difference]).
+_KERNEL_ARGUMENTS = {
+    "named": "d, d.new_zeros(()).expand_as(d)",
+    "inline": "*torch.broadcast_tensors(x, target)",
+}
+
+
 @pytest.mark.parametrize("name", ["huber", "smooth_l1"])
 @pytest.mark.parametrize("value", [1.0, 0.5])
 @pytest.mark.parametrize("written", [False, True])
+@pytest.mark.parametrize("difference", ["named", "inline"])
 def test_loss_matches_torch_forward_backward_and_double_backward(
-    name: str, value: float, written: bool
+    name: str, value: float, written: bool, difference: str
 ) -> None:
     """Values, gradients and second derivatives are torch's, written as a call or a where."""
     loss = _WRITTEN[name] if written else f"{name}(d, p)"
-    module = _module(loss, {"type": "float", "assume": ["positive"]}, ([25], [25]))
-    kernel = f"torch.ops.aten.{_TORCH[name].__name__}(*torch.broadcast_tensors(x, target), 0, p)"
-    assert kernel in _source(module)
+    if difference == "inline":
+        loss = re.sub(r"\bd\b", "(x - target)", loss)
+    parameter = {"type": "float", "assume": ["positive"]}
+    module = _module(loss, parameter, ([25], [25]), named=difference == "named")
+    arguments = _KERNEL_ARGUMENTS[difference]
+    assert f"torch.ops.aten.{_TORCH[name].__name__}({arguments}, 0, p)" in _source(module)
     assert "torch.where" not in _source(module)
     x, target = _inputs([25])
-    got = module.Loss.apply(x, target, value)
+    got = module.loss(x, target, value)
     expected = _TORCH[name](x, target, reduction="none", **{_KEYWORD[name]: value})
     torch.testing.assert_close(got, expected)
     weights = torch.linspace(0.5, 2, 25, dtype=torch.float64)
@@ -75,11 +90,32 @@ def test_loss_matches_torch_forward_backward_and_double_backward(
     torch.testing.assert_close(second[off_bounds], expected_second[off_bounds])
 
 
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_a_named_difference_is_saved_alone(reduce: str) -> None:
+    """A loss of d = x - target saves d, one tensor of x's elements: not x and target
+    (eager autograd of the written `where` saves d and a mask)."""
+    module = _module(f"{reduce}(smooth_l1(d, p))", {"type": "float"}, ([25], [25]))
+    x, target = _inputs([25])
+    saved: list[torch.Tensor] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        got = module.loss(x, target, 0.5)
+    assert [t.shape for t in saved] == [torch.Size([25])]
+    torch.testing.assert_close(saved[0], (x - target).detach())
+    expected = nnf.smooth_l1_loss(x, target, reduction=reduce, beta=0.5)
+    torch.testing.assert_close(got, expected)
+    for g, e in zip(
+        torch.autograd.grad(got, (x, target)),
+        torch.autograd.grad(expected, (x, target)),
+        strict=True,
+    ):
+        torch.testing.assert_close(g, e)
+
+
 def test_smooth_l1_at_beta_zero_is_torchs_l1() -> None:
     """beta = 0: torch's smooth_l1 is |d| with gradient sign(d) (0 at d = 0)."""
     module = _module("smooth_l1(d, 0.0)", {"type": "float"}, ([25], [25]))
     x, target = _inputs([25])
-    got = module.Loss.apply(x, target, 1.0)
+    got = module.loss(x, target, 1.0)
     expected = nnf.smooth_l1_loss(x, target, reduction="none", beta=0.0)
     torch.testing.assert_close(got, expected)
     (grad,) = torch.autograd.grad(got.sum(), x)
@@ -95,7 +131,7 @@ def test_a_float_input_outside_torchs_domain_gets_the_where(name: str, value: fl
     source = _source(module)
     assert "torch.ops.aten" in source and "torch.tensor(" not in source
     x, target = _inputs([25])
-    got = module.Loss.apply(x, target, value)
+    got = module.loss(x, target, value)
     d = x - target
     p = torch.tensor(value, dtype=torch.float64)
     quadratic = 0.5 * d**2 if name == "huber" else 0.5 * d**2 / torch.where(p > 0, p, 1.0)
@@ -121,7 +157,7 @@ def test_tensor_delta_prints_the_definition_with_its_gradient() -> None:
     module = _module("huber(d, p)", {"type": "tensor", "shape": [25]}, ([25], [25]))
     x, target = _inputs([25])
     delta = torch.full([25], 1.0, dtype=torch.float64, requires_grad=True)
-    got = module.Loss.apply(x, target, delta)
+    got = module.loss(x, target, delta)
     d = x - target
     expected = torch.where(d.abs() < delta, 0.5 * d**2, delta * (d.abs() - 0.5 * delta))
     torch.testing.assert_close(got, expected)
@@ -140,7 +176,7 @@ def test_a_difference_with_broadcast_matches_torch() -> None:
     x = torch.linspace(-1, 1, 5, dtype=torch.float64).requires_grad_()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        got = module.Loss.apply(x, target, 1.0)
+        got = module.loss(x, target, 1.0)
     expected = nnf.huber_loss(x.expand(5, 5), target, reduction="none")
     torch.testing.assert_close(got, expected)
     for g, e in zip(
@@ -169,7 +205,7 @@ def test_smooth_l1_by_a_float_input_decides_beta_zero_in_python(beta: float) -> 
     assert "if (p > 0)" in backward
     assert "torch.tensor" not in backward and "torch.where" not in backward
     x, target = _inputs([25])
-    got = module.Loss.apply(x, target, beta)
+    got = module.loss(x, target, beta)
     expected = nnf.smooth_l1_loss(x, target, reduction="none", beta=beta)
     torch.testing.assert_close(got, expected)
     (grad,) = torch.autograd.grad(got.sum(), x, create_graph=True)

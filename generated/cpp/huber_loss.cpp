@@ -9,8 +9,8 @@
 //     loss = mean(where(abs(d) < delta, 0.5*d**2, delta*(-0.5*delta + abs(d))))
 //
 // Derivatives:
-//     dloss/dx = clamp(x - target, -delta, delta)/numel(huber(x - target, delta))
-//     dloss/dtarget = -clamp(x - target, -delta, delta)/numel(huber(x - target, delta))
+//     dloss/dx = clamp(d, -delta, delta)/numel(huber(d, delta))
+//     dloss/dtarget = -clamp(d, -delta, delta)/numel(huber(d, delta))
 //
 // The operator symgrad_huber_loss::huber_loss runs the Function HuberLoss; from C++,
 // call symgrad_huber_loss::huber_loss(...) or
@@ -41,6 +41,11 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
   const std::vector<int64_t> full = at::infer_size(grad.sizes(), shape);
   return (grad.sizes() == at::IntArrayRef(full) ? grad : grad.expand(full))
       .sum_to_size(shape);
+}
+
+// Add the contribution of one more output to a gradient.
+inline at::Tensor accumulate(const at::Tensor& total, const at::Tensor& term) {
+  return total.defined() ? total + term : term;
 }
 
 // `value` broadcast over `frame`, then summed back to `shape`.
@@ -94,14 +99,13 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
 
 // Huber loss with threshold delta, averaged over every element.
 struct HuberLoss : public torch::autograd::Function<HuberLoss> {
-  // The forward's values: the outputs.
+  // The forward's values: the outputs, then what the backward reads.
   static torch::autograd::variable_list values(const at::Tensor& x,
                                                const at::Tensor& target, double delta) {
-    const at::Tensor loss = at::mean([&] {
-      auto t = at::broadcast_tensors({x, target});
-      return at::huber_loss(t[0], t[1], at::Reduction::None, delta);
-    }());
-    return {loss};
+    const at::Tensor d = x - target;
+    const at::Tensor loss = at::mean(at::huber_loss(
+        d, at::zeros({}, d.options()).expand_as(d), at::Reduction::None, delta));
+    return {loss, d};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -109,8 +113,11 @@ struct HuberLoss : public torch::autograd::Function<HuberLoss> {
                                                 const at::Tensor& target,
                                                 double delta) {
     torch::autograd::variable_list outputs = values(x, target, delta);
-    ctx->save_for_backward({x, target});
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({outputs[1]});
     ctx->saved_data["delta"] = delta;
+    ctx->saved_data["x_shape"] = x.sizes().vec();
+    ctx->saved_data["target_shape"] = target.sizes().vec();
     ctx->saved_data["_t0"] =
         detail::count(at::infer_size(target.sizes().vec(), x.sizes().vec()), {});
     return outputs;
@@ -119,26 +126,39 @@ struct HuberLoss : public torch::autograd::Function<HuberLoss> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    at::Tensor x = saved[0];
-    at::Tensor target = saved[1];
+    at::Tensor d = saved[0];
     const double delta = ctx->saved_data["delta"].toDouble();
+    const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
+    const std::vector<int64_t> target_shape =
+        ctx->saved_data["target_shape"].toIntVector();
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
     const at::Tensor& grad_loss = grads[0];
+    const at::Tensor& grad_d = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_target = ctx->needs_input_grad(1);
     at::Tensor grad_x, grad_target;
     at::Tensor _t1;
-    if (need_x || need_target) {
-      _t1 = (grad_loss / _t0) * at::clamp(x - target, -delta, delta);
+    if (grad_loss.defined()) {
+      if (need_x || need_target) {
+        _t1 = grad_loss * at::clamp(d, -delta, delta) / _t0;
+      }
+      if (need_x) {
+        grad_x = detail::accumulate(grad_x, _t1);
+      }
+      if (need_target) {
+        grad_target = detail::accumulate(grad_target, -_t1);
+      }
     }
-    if (need_x) {
-      grad_x = _t1;
+    if (grad_d.defined()) {
+      if (need_x) {
+        grad_x = detail::accumulate(grad_x, grad_d);
+      }
+      if (need_target) {
+        grad_target = detail::accumulate(grad_target, -grad_d);
+      }
     }
-    if (need_target) {
-      grad_target = -_t1;
-    }
-    return {detail::reduce_to(grad_x, x.sizes()),
-            detail::reduce_to(grad_target, target.sizes()), at::Tensor()};
+    return {detail::reduce_to(grad_x, x_shape),
+            detail::reduce_to(grad_target, target_shape), at::Tensor()};
   }
 };
 

@@ -10,8 +10,10 @@ the definition, chosen in Python per call (symgrad.language.losses); a constant 
 it keeps the `where`. At |d| = delta both
 branches and their slopes agree, so `<=` is the same function. The branches are compared
 after expansion, so any spelling sympy expands alike matches (0.5 * delta * abs(d) ...).
-A `where` name d is read through (idioms.View): the loss reads d's definition, a - b,
-which torch's kernel takes as its two tensors (Note [Losses of a difference]).
+A `where` name d stays the loss's argument: the forward computes d, and the backward
+reads it saved (one tensor where a and b are two: Note [Residuals] in symgrad.ad.residuals)
+rather than a and b; a difference written inside the call goes to torch's kernel as its
+two tensors (Note [Losses of a difference]).
 """
 
 from __future__ import annotations
@@ -23,12 +25,7 @@ from symgrad.language import losses, piecewise
 
 
 def pointwise_loss(node: sympy.Basic, view: View) -> sympy.Expr | None:
-    """huber(d, delta) or smooth_l1(d, beta) for the `where` that computes it; a call
-    that reads a name d of a - b reads a - b (Note [Losses of a difference])."""
-    if isinstance(node, (losses.Huber, losses.SmoothL1)):
-        d, parameter = node.args
-        seen = view(d)
-        return type(node)(seen, parameter) if seen is not d and seen.is_Add else None
+    """huber(d, delta) or smooth_l1(d, beta) for the `where` that computes it."""
     if not isinstance(node, piecewise.Where):
         return None
     split = _split(node, view)
@@ -64,8 +61,7 @@ def _split(
         if d is None:
             return None
         small, large, inside, outside = large, small, outside, inside
-    seen = view(d)
-    return (seen if isinstance(seen, sympy.Add) else d), large, inside, outside
+    return d, large, inside, outside
 
 
 def _same(written: sympy.Expr, expected: sympy.Expr, view: View) -> bool:

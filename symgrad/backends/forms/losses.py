@@ -3,9 +3,11 @@
 Note [Losses of a difference]: torch's kernels take the loss of `a` against `b`, and a
 spec's argument is the difference d = a - b, which is how the losses are always written.
 Where d is a difference of two tensors the kernel gets them (no subtraction of its own),
-else d against zeros of its shape (one fill, cheaper than the piecewise formula's five
-passes). On numbers, and in the fused loops that spell no torch calls, the loss is its
-piecewise definition, as it is where the parameter is a tensor.
+else d against a zero broadcast to its shape (no fill; cheaper than the piecewise
+formula's five passes). A `where` name d is such a value: the forward computes it and the
+backward reads it saved (symgrad.ad.loss_idioms). On numbers, and in the fused loops
+that spell no torch calls, the loss is its piecewise definition, as it is where the
+parameter is a tensor.
 """
 
 from __future__ import annotations

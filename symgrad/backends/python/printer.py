@@ -269,8 +269,9 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         broadcast first, as the functional does (the op sizes its result as `a`), without
         the functional's size warning."""
         op = {"huber": "huber_loss", "smooth_l1": "smooth_l1_loss"}[name]
-        if b is None:
-            return f"torch.ops.aten.{op}({a}, torch.zeros_like({a}), 0, {parameter})"
+        if b is None:  # a zero broadcast: no fill, no buffer
+            zeros = f"{a}.new_zeros(()).expand_as({a})"
+            return f"torch.ops.aten.{op}({a}, {zeros}, 0, {parameter})"
         return f"torch.ops.aten.{op}(*torch.broadcast_tensors({a}, {b}), 0, {parameter})"
 
     def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
