@@ -10,8 +10,8 @@ Forward:
 
 Derivatives:
     dy/dx = where(x/pi != 0, (-sinc(where(x/pi != 0, x/pi, 1)) + cos(pi*where(x/pi != 0,
-        x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, where(x > 0,
-        1/(2*sqrt(where(x > 0, x, 1))), 0), 0)
+        x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, 1/(2*sqrt(where(x >
+        0, x, 1))), 0)
 """
 
 from __future__ import annotations
@@ -138,11 +138,7 @@ class SafeSinc(torch.autograd.Function):
             _t4 = x > 0
             grad_x = _t0 * grad_y * torch.where(
                 _t2, (-torch.special.sinc(_t3) + torch.cos(math.pi * _t3)) / _t3, 0
-            ) + torch.where(
-                _t4,
-                torch.where(_t4, grad_y / (2 * torch.sqrt(torch.where(_t4, x, 1))), 0),
-                0,
-            )
+            ) + torch.where(_t4, grad_y / (2 * torch.sqrt(torch.where(_t4, x, 1))), 0)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

@@ -10,8 +10,8 @@
 // Derivatives:
 //     dy/dx = where(x/pi != 0, (-sinc(where(x/pi != 0, x/pi, 1)) + cos(pi*where(x/pi !=
 //     0,
-//         x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, where(x > 0,
-//         1/(2*sqrt(where(x > 0, x, 1))), 0), 0)
+//         x/pi, 1)))/where(x/pi != 0, x/pi, 1), 0)/pi + where(x > 0, 1/(2*sqrt(where(x
+//         > 0, x, 1))), 0)
 //
 // The operator symgrad_safe_sinc::safe_sinc runs the Function SafeSinc; from C++,
 // call symgrad_safe_sinc::safe_sinc(...) or symgrad_safe_sinc::SafeSinc::apply(...).
@@ -82,8 +82,7 @@ struct SafeSinc : public torch::autograd::Function<SafeSinc> {
                   _t2,
                   (-at::special_sinc(_t3) + at::cos(3.1415926535897931 * _t3)) / _t3,
                   0) +
-          at::where(
-              _t4, at::where(_t4, grad_y / (2 * at::sqrt(at::where(_t4, x, 1))), 0), 0);
+          at::where(_t4, grad_y / (2 * at::sqrt(at::where(_t4, x, 1))), 0);
     }
     return {detail::reduce_to(grad_x, x.sizes())};
   }

@@ -126,8 +126,49 @@ _RULES: tuple[Callable[[sympy.Basic], sympy.Expr | None], ...] = (_shifted_tanh,
 
 
 def merge_branches(expr: sympy.Expr) -> sympy.Expr:
-    """`expr` with the terms of each sum that are `where`s of one condition merged, bottom-up."""
-    return bottom_up(expr, lambda node: _merge_sum(node) if isinstance(node, sympy.Add) else node)
+    """`expr` with the terms of each sum that are `where`s of one condition merged, and each
+    `where` nested in a branch of the same condition dropped, bottom-up."""
+
+    def merge(node: sympy.Basic) -> sympy.Basic:
+        if isinstance(node, sympy.Add):
+            return _merge_sum(node)
+        if isinstance(node, piecewise.Where):
+            return _drop_nested(node)
+        return node
+
+    return bottom_up(expr, merge)
+
+
+def _drop_nested(node: piecewise.Where) -> sympy.Expr:
+    """where(c, where(c, a, 0) * k, b) as where(c, a * k, b): one guard per branch.
+
+    The gradient of a `where` branch is where(c, g, 0); under the outer `where` of the
+    same condition its zero is never selected. Only a routing where (zero in the other
+    branch) is dropped, and only through elementwise nodes, where the positions are the
+    condition's: a guard where(c, x, safe) keeps the branch finite where it is not taken
+    (Note [Untaken branches] in symgrad.ad.guards), and stays.
+    """
+    cond, taken, untaken = node.args
+    kept_taken = _unroute(taken, cond, 1)
+    kept_untaken = _unroute(untaken, cond, 2)
+    if kept_taken is taken and kept_untaken is untaken:
+        return node
+    return piecewise.where(cond, kept_taken, kept_untaken)
+
+
+def _unroute(expr: sympy.Expr, cond: sympy.Basic, branch: int) -> sympy.Expr:
+    """`expr` with each where(cond, a, 0) (branch 1) or where(cond, 0, b) (branch 2) it
+    holds through sums, products and powers replaced by its selected branch."""
+    if isinstance(expr, piecewise.Where) and expr.args[0] == cond and expr.args[3 - branch] == 0:
+        result: sympy.Expr = expr.args[branch]
+        return result
+    if not isinstance(expr, (sympy.Add, sympy.Mul, sympy.Pow)):
+        return expr
+    args = [_unroute(arg, cond, branch) for arg in expr.args]
+    if all(new is old for new, old in zip(args, expr.args, strict=True)):
+        return expr
+    rebuilt: sympy.Expr = expr.func(*args)
+    return rebuilt
 
 
 def _merge_sum(node: sympy.Add) -> sympy.Expr:
