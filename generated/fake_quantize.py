@@ -172,18 +172,7 @@ class FakeQuantize(torch.autograd.Function):
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         round0 = torch.round(x / scale)
         _t0 = round0 + zero
-        return (
-            _expand_to(
-                tangent_x
-                * torch.where(
-                    ((_t0 >= low) & (_t0 <= high)),
-                    torch.tensor(1, dtype=_t0.dtype, device=_t0.device),
-                    0,
-                ),
-                y_shape,
-            ),
-            None,
-        )
+        return _expand_to(tangent_x * ((_t0 >= low) & (_t0 <= high)), y_shape), None
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.

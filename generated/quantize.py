@@ -143,15 +143,7 @@ class Quantize(torch.autograd.Function):
         grad_x = None
         if grad_value is not None:
             if need_x:
-                grad_x = _accumulate(
-                    grad_x,
-                    grad_value
-                    * torch.where(
-                        ((-4 <= x) & (x <= 4)),
-                        torch.tensor(1, dtype=x.dtype, device=x.device),
-                        0,
-                    ),
-                )
+                grad_x = _accumulate(grad_x, grad_value * ((-4 <= x) & (x <= 4)))
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod
@@ -160,18 +152,7 @@ class Quantize(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         value_shape, index_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        return (
-            _expand_to(
-                tangent_x
-                * torch.where(
-                    ((-4 <= x) & (x <= 4)),
-                    torch.tensor(1, dtype=x.dtype, device=x.device),
-                    0,
-                ),
-                value_shape,
-            ),
-            None,
-        )
+        return _expand_to(tangent_x * ((-4 <= x) & (x <= 4)), value_shape), None
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.

@@ -44,6 +44,28 @@ i = index_symbol("i")
 TENSORS = frozenset({a, b, c, x, i})
 
 FORMS = {
+    "a tensor times a select of 1 and 0: times the boolean": (
+        a * piecewise.where(piecewise.Gt(x, 0), 1, 0),
+        "a*(x > 0)",
+        "a*(x > 0)",
+    ),
+    "a tensor times a select of 0 and a number: times the negated boolean, then the number": (
+        b * piecewise.where(piecewise.Gt(x, 0), 0, -2),
+        "b*(~(x > 0))*(-2)",
+        "b*(~(x > 0))*(-2)",
+    ),
+    "a select of two nonzero numbers stays a where (no NaN from an infinite factor)": (
+        a * piecewise.where(piecewise.Gt(x, 0), 1, -1),
+        "a*torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), -1)",
+        "a*at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
+        ".dtype(at::result_type(x, 1)).device(x.device())), -1)",
+    ),
+    "a number times a select: the select (no tensor gives the dtype)": (
+        2 * piecewise.where(piecewise.Gt(x, 0), 1, 0),
+        "2*torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 0)",
+        "2*at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
+        ".dtype(at::result_type(x, 1)).device(x.device())), 0)",
+    ),
     "a product of two tensors in a sum: addcmul": (
         a + b * c,
         "torch.addcmul(a, b, c)",

@@ -77,13 +77,7 @@ struct Quantize : public torch::autograd::Function<Quantize> {
     at::Tensor grad_x;
     if (grad_value.defined()) {
       if (need_x) {
-        grad_x = detail::accumulate(
-            grad_x, grad_value *
-                        at::where(((-4 <= x) & (x <= 4)),
-                                  at::scalar_tensor(1, at::TensorOptions()
-                                                           .dtype(at::result_type(x, 1))
-                                                           .device(x.device())),
-                                  0));
+        grad_x = detail::accumulate(grad_x, grad_value * ((-4 <= x) & (x <= 4)));
       }
     }
     return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};

@@ -1,0 +1,63 @@
+"""A gradient times a `where` of a number and 0 multiplies by the boolean (Note [Selects of
+numbers] in symgrad.backends.forms.arithmetic): the same values as the select, NaN and inf
+in the incoming gradient included, in every dtype, with double backward."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import pytest
+import torch
+
+import symgrad
+
+Condition = Callable[[torch.Tensor], torch.Tensor]
+
+# case -> (the custom gradient of y = abs(x), how the backward spells it, the condition,
+# its two numbers)
+GRADIENTS: dict[str, tuple[str, str, Condition, tuple[float, float]]] = {
+    "straight-through inside [-1, 1]": (
+        "where(abs(x) <= 1, 1, 0)",
+        "grad_y * (y <= 1)",  # abs(x) is the output y, read saved
+        lambda x: x.abs() <= 1,
+        (1.0, 0.0),
+    ),
+    "scaled outside": (
+        "where(abs(x) <= 1, 0, -3)",
+        "grad_y * (~(y <= 1)) * (-3)",
+        lambda x: x.abs() <= 1,
+        (0.0, -3.0),
+    ),
+    "two nonzero numbers (brevitas's binary sign) stay a where": (
+        "where(x >= 0, 1, -1)",
+        "torch.where(",
+        lambda x: x >= 0,
+        (1.0, -1.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", GRADIENTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_a_select_of_numbers_is_a_product_with_the_boolean(case: str, dtype: torch.dtype) -> None:
+    gradient, spelled, condition, (a, b) = GRADIENTS[case]
+    spec = {
+        "name": "Case",
+        "inputs": {"x": "tensor"},
+        "outputs": {"y": "abs(x)"},
+        "gradients": {"y": {"x": gradient}},
+    }
+    module = symgrad.load_module(symgrad.spec_from_dict(spec))
+    assert spelled in inspect.getsource(module.Case.backward)
+    x = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 1.0], dtype=dtype)
+    x.requires_grad_()
+    grad_y = torch.tensor([1.0, 2.0, -1.0, 4.0, float("inf"), -0.5, float("nan"), 1e-30])
+    grad_y = grad_y.to(dtype).requires_grad_()
+    (got,) = torch.autograd.grad(module.case(x), x, grad_y, create_graph=True)
+    select = torch.where(condition(x.detach()), torch.tensor(a, dtype=dtype), b)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, grad_y * select, equal_nan=True, rtol=0, atol=0)
+    # Double backward: d(grad_x)/d(grad_y) is the select itself.
+    (second,) = torch.autograd.grad(got, grad_y, torch.ones_like(got))
+    torch.testing.assert_close(second, select, rtol=0, atol=0)
