@@ -276,6 +276,12 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
         return f"({a} if {condition} else {b})"
 
+    # --- Layer norm (symgrad.backends.forms.layer_norms) ----------------------------------
+
+    def _spell_layer_norm(self, argument: str, eps: str, output: int) -> str:
+        shape = f"{argument}.shape[-1:]"
+        return f"torch.native_layer_norm({argument}, {shape}, None, None, {eps})[{output}]"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
