@@ -18,6 +18,7 @@ from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.layer_norms import LayerNormForms
 from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
@@ -29,6 +30,7 @@ from symgrad.language import (
     arg_extrema,
     contractions,
     dtypes,
+    layer_norms,
     losses,
     piecewise,
     scans,
@@ -209,6 +211,21 @@ FORMS = {
         "-2, [&] { std::vector<int64_t> sizes(x.dim(), 1); sizes[at::maybe_wrap_dim(-2, x.dim())]"
         ' = -1; return i.view(sizes).expand_as(x); }(), x, "amax", false)',
     ),
+    "layer norm's xhat: output 0 of native_layer_norm over the last dim": (
+        layer_norms.LayerNorm(x, a, sympy.Float(1e-5)),
+        "torch.native_layer_norm(x, x.shape[-1:], None, None, 1e-05)[0]",
+        "std::get<0>(at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, 1e-05))",
+    ),
+    "its rstd: output 2 of the same kernel": (
+        layer_norms.LayerNormRstd(x, k),
+        "torch.native_layer_norm(x, x.shape[-1:], None, None, k)[2]",
+        "std::get<2>(at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, k))",
+    ),
+    "layer norm with a tensor eps: the written formula (the kernel takes a number)": (
+        layer_norms.LayerNorm(x, a, b),
+        "(a*(x - torch.mean(x, dim=-1, keepdim=True)))",
+        "(a*(x - at::mean(x, at::IntArrayRef{-1}, true)))",
+    ),
     "the eps of a tensor's dtype: a 0-d tensor like it, chosen at call time": (
         dtypes.FinfoEps(x),
         "x.new_full((), torch.finfo(x.dtype).eps)",
@@ -239,6 +256,7 @@ FORM_CLASSES = (
     DtypeForms,
     ArgExtremumForms,
     LossForms,
+    LayerNormForms,
     ConstructForms,
 )
 
