@@ -12,6 +12,7 @@ import inspect
 import pytest
 import sympy
 
+from symgrad.ad.ir import Assignment
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
@@ -281,3 +282,28 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
         if getattr(printer, name) in (vars(form).get(name) for form in FORM_CLASSES)
     ]
     assert not missing
+
+
+def test_the_forward_computes_a_layer_norms_rstd_and_xhat_in_one_call() -> None:
+    """rstd, then the xhat that reads it: one kernel call sets both where rstd stands."""
+    rstd, xhat = sympy.symbols("rstd xhat", real=True)
+    forward = [
+        Assignment(rstd, layer_norms.LayerNormRstd(x, k)),
+        Assignment(c, rstd * a),
+        Assignment(xhat, layer_norms.LayerNorm(x, rstd, k)),
+    ]
+    tensors = TENSORS | {rstd, xhat}
+    python = TorchPrinter(tensors).forward_statements(forward, lambda s: f"{s.target} = ...")
+    assert python == (
+        "xhat, _, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, k)",
+        "c = ...",
+    )
+    cpp = AtenPrinter(tensors).forward_statements(forward, lambda s: f"{s.target} = ...;")
+    assert cpp == (
+        "at::Tensor xhat, rstd;\nstd::tie(xhat, std::ignore, rstd) ="
+        " at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, k);",
+        "c = ...;",
+    )
+    # With a tensor eps, the written formulas, one statement each.
+    written = [Assignment(rstd, layer_norms.LayerNormRstd(x, b)), forward[1]]
+    assert len(TorchPrinter(tensors).forward_statements(written, str)) == 2
