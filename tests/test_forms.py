@@ -222,6 +222,12 @@ FORMS = {
         "torch.native_layer_norm(x, x.shape[-1:], None, None, k)[2]",
         "std::get<2>(at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, k))",
     ),
+    "layer norm of a sum: the sum parenthesised, its shape read from it": (
+        layer_norms.LayerNormRstd(a + b, k),
+        "torch.native_layer_norm((a + b), (a + b).shape[-1:], None, None, k)[2]",
+        "std::get<2>(at::native_layer_norm((a + b), (a + b).sizes().slice((a + b).dim() - 1),"
+        " {}, {}, k))",
+    ),
     "layer norm with a tensor eps: the written formula (the kernel takes a number)": (
         layer_norms.LayerNorm(x, a, b),
         "(a*(x - torch.mean(x, dim=-1, keepdim=True)))",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import sympy
+from sympy.printing.precedence import PRECEDENCE
 
 from symgrad.ad.ir import Assignment
 from symgrad.backends.base import UnprintableError
@@ -40,8 +41,7 @@ class LayerNormForms(ArithmeticForms):
             raise UnprintableError("layer_norm() needs an argument that depends on a tensor")
         if self.is_tensor(expr.eps):
             return f"({self._print(expr.expanded())})"
-        argument = self._print(expr.argument)
-        return self._spell_layer_norm(argument, self._print(expr.eps), output)
+        return self._spell_layer_norm(self._owner(expr.argument), self._print(expr.eps), output)
 
     def forward_statements(
         self, forward: Sequence[Assignment], statement: Callable[[Assignment], str]
@@ -55,7 +55,7 @@ class LayerNormForms(ArithmeticForms):
             xhat = pairs.get(assignment.target)
             if xhat is not None:
                 names = (self._print(xhat.target), self._print(assignment.target))
-                x, eps = (self._print(arg) for arg in (xhat.expr.argument, xhat.expr.eps))
+                x, eps = self._owner(xhat.expr.argument), self._print(xhat.expr.eps)
                 lines.append(self._spell_layer_norm_pair(*names, x, eps))
             elif assignment.target not in paired:
                 lines.append(statement(assignment))
@@ -75,6 +75,12 @@ class LayerNormForms(ArithmeticForms):
                 if (rstd.argument, rstd.eps) == (a.expr.argument, a.expr.eps):
                     pairs.setdefault(a.expr.rstd, a)
         return pairs
+
+    def _owner(self, argument: sympy.Basic) -> str:
+        """`argument` printed so that its shape can be read from it: `x`, `f(x)`, `(a + b)`
+        (the spellings write it twice, as the tensor and as the owner of its shape)."""
+        owner: str = self.parenthesize(argument, PRECEDENCE["Pow"])
+        return owner
 
     # --- The spellings a backend gives ----------------------------------------------------
 
