@@ -12,16 +12,13 @@ Forward:
     y = rstd*xc
 
 Derivatives:
-    grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*xc*rstd**3/2,
-        dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
-        dim=[-1]) + 2*xc*sum(-grad_y*xc*rstd**3/2, dim=-1, keepdim=True)/numel(xc**2,
-        dim=[-1])
+    grad_x from y = rstd*(grad_y - mean(grad_y, dim=-1, keepdim=True) - y*mean(grad_y*y,
+        dim=-1, keepdim=True))
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any
 
 import torch
@@ -45,20 +42,6 @@ def _sum_to(value: torch.Tensor, shape: torch.Size, frame: torch.Size) -> torch.
     if value.shape != frame:
         value = value.expand(frame)
     return value if value.shape == shape else value.sum_to_size(shape)
-
-
-def _reduced_shape(
-    shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
-) -> torch.Size:
-    """The shape of a reduction over `dims` (every dim when None) of `shape`."""
-    reduced = _normalized_dims(len(shape), dims)
-    return torch.Size(
-        [
-            1 if i in reduced else n
-            for i, n in enumerate(shape)
-            if keepdim or i not in reduced
-        ]
-    )
 
 
 def _count(shape: torch.Size, dims: tuple[int, ...] | None) -> int:
@@ -155,80 +138,71 @@ class LayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(
         x: torch.Tensor, eps: float = 1e-05
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        mu = torch.mean(x, dim=-1, keepdim=True)
-        xc = x - mu
-        mean1 = torch.mean(xc**2, dim=-1, keepdim=True)
-        rstd = torch.rsqrt(eps + mean1)
-        y = rstd * xc
-        return y, xc, rstd
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        y, _, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)
+        return y, rstd
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, eps = inputs
-        y, xc, rstd = output
+        y, rstd = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(xc, rstd)
+        ctx.save_for_backward(y, rstd)
         ctx.input_shapes = (x.shape,)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
-            ctx.save_for_forward(xc, rstd)
-            ctx.output_shapes = (y.shape, xc.shape, rstd.shape)
+            ctx.save_for_forward(y, rstd)
+            ctx.output_shapes = (y.shape, rstd.shape)
             ctx.tangent_shapes = (x.shape,)
         _t0 = _count(x.shape, (-1,))
-        _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        _t2 = x.shape
-        ctx.shape_facts = (_t0, _t1, _t2)
+        ctx.shape_facts = (_t0,)
 
     @staticmethod
     def backward(
-        ctx: Any,
-        grad_y: torch.Tensor | None,
-        grad_xc: torch.Tensor | None,
-        grad_rstd: torch.Tensor | None,
+        ctx: Any, grad_y: torch.Tensor | None, grad_rstd: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        xc, rstd = ctx.saved_tensors
+        y, rstd = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        _t0, _t1, _t2 = ctx.shape_facts
+        (_t0,) = ctx.shape_facts
         need_x, _ = ctx.needs_input_grad
         grad_x = None
-        if need_x:
-            _t3 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
-            _t4 = xc * rstd**3
         if grad_y is not None:
             if need_x:
-                _t5 = torch.addcmul(
-                    2 * _t3 * xc * _sum_to((-_t4 / 2) * grad_y, _t1, _t2), grad_y, rstd
-                )
-                grad_x = _accumulate(grad_x, _t5 + _t3 * _sum_to(-_t5, _t1, _t2))
-        if grad_xc is not None:
-            if need_x:
                 grad_x = _accumulate(
-                    grad_x, grad_xc + _t3 * _sum_to(-grad_xc, _t1, _t2)
+                    grad_x,
+                    rstd
+                    * (
+                        torch.addcmul(
+                            grad_y - torch.mean(grad_y, dim=-1, keepdim=True),
+                            y,
+                            torch.mean(grad_y * y, dim=-1, keepdim=True),
+                            value=-1,
+                        )
+                    ),
                 )
         if grad_rstd is not None:
             if need_x:
-                _t6 = _t3 * _t4 * grad_rstd
-                grad_x = _accumulate(grad_x, -_t6 + _t3 * _sum_to(_t6, _t1, _t2))
+                grad_x = _accumulate(grad_x, (-grad_rstd * rstd**2 / _t0) * y)
         return _reduce_to(grad_x, x_shape), None
 
     @staticmethod
     def jvp(ctx: Any, tangent_x: Any, _tangent_eps: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        xc, rstd = ctx.saved_tensors
-        y_shape, xc_shape, rstd_shape = ctx.output_shapes
+        y, rstd = ctx.saved_tensors
+        y_shape, rstd_shape = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
-        tangent_xc = tangent_x - tangent_mu
-        tangent_mean1 = torch.mean(2 * xc * tangent_xc, dim=-1, keepdim=True)
-        tangent_rstd = -tangent_mean1 * rstd**3 / 2
-        tangent_y = torch.addcmul(rstd * tangent_xc, tangent_rstd, xc)
-        return (
-            _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_xc, xc_shape),
-            _expand_to(tangent_rstd, rstd_shape),
+        _t1 = torch.mean(tangent_x * y, dim=-1, keepdim=True)
+        tangent_rstd = -_t1 * rstd**2
+        tangent_y = rstd * (
+            torch.addcmul(
+                tangent_x - torch.mean(tangent_x, dim=-1, keepdim=True),
+                _t1,
+                y,
+                value=-1,
+            )
         )
+        return _expand_to(tangent_y, y_shape), _expand_to(tangent_rstd, rstd_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -245,9 +219,9 @@ class _LayerNormTraceable(LayerNorm):
 
 def layer_norm(x: torch.Tensor, eps: float = 1e-05) -> torch.Tensor:
     """Layer normalisation over the last dimension, without weight and bias."""
-    # The residuals (xc, rstd) are for the backward only.
+    # The residuals (rstd) are for the backward only.
     try:
-        y, xc, rstd = _apply(LayerNorm, _LayerNormTraceable, _unwrap(x), eps)
+        y, rstd = _apply(LayerNorm, _LayerNormTraceable, _unwrap(x), eps)
         return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.

@@ -12,19 +12,17 @@ Forward:
     y = b + rstd*w*xc
 
 Derivatives:
-    grad_x from y = sum(-sum_to(grad_y*rstd*w, xc) - 2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
-        mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]), dim=-1,
-        keepdim=True)/numel(x, dim=[-1]) + 2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
-        mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]) +
-        sum_to(grad_y*rstd*w, xc)
-    dy/dw = rstd*xc
+    grad_x from y = rstd*(-mean(sum_to(grad_y*w, layer_norm(x, eps)), dim=-1,
+        keepdim=True) - layer_norm(x, eps)*mean(layer_norm(x, eps)*sum_to(grad_y*w,
+        layer_norm(x, eps)), dim=-1, keepdim=True) + sum_to(grad_y*w, layer_norm(x,
+        eps)))
+    grad_w from y = grad_y*layer_norm(x, eps)
     dy/db = 1
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any
 
 import torch
@@ -60,20 +58,6 @@ def _broadcast_shapes(*shapes: torch.Size) -> torch.Size:
     for shape in shapes[1:]:
         result = torch._C._infer_size(result, shape)
     return torch.Size(result)
-
-
-def _reduced_shape(
-    shape: torch.Size, dims: tuple[int, ...] | None, keepdim: bool
-) -> torch.Size:
-    """The shape of a reduction over `dims` (every dim when None) of `shape`."""
-    reduced = _normalized_dims(len(shape), dims)
-    return torch.Size(
-        [
-            1 if i in reduced else n
-            for i, n in enumerate(shape)
-            if keepdim or i not in reduced
-        ]
-    )
 
 
 def _count(shape: torch.Size, dims: tuple[int, ...] | None) -> int:
@@ -172,75 +156,66 @@ class LayerNormAffine(torch.autograd.Function):
     @staticmethod
     def forward(
         x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-05
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        mu = torch.mean(x, dim=-1, keepdim=True)
-        xc = x - mu
-        mean1 = torch.mean(xc**2, dim=-1, keepdim=True)
-        rstd = torch.rsqrt(eps + mean1)
-        y = b + rstd * xc * w
-        return y, xc, rstd
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        layer_norm1, _, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)
+        y = torch.addcmul(b, layer_norm1, w)
+        return y, rstd
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, w, b, eps = inputs
-        y, xc, rstd = output
+        y, rstd = output
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(w, xc, rstd)
-        ctx.input_shapes = (x.shape, b.shape)
+        ctx.save_for_backward(x, w, rstd)
+        ctx.numbers = (eps,)
+        ctx.input_shapes = (b.shape,)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
-            ctx.save_for_forward(w, xc, rstd)
-            ctx.output_shapes = (y.shape, xc.shape, rstd.shape)
+            ctx.save_for_forward(x, w, rstd)
+            ctx.output_shapes = (y.shape, rstd.shape)
             ctx.tangent_shapes = (x.shape, w.shape, b.shape)
-        _t0 = _count(x.shape, (-1,))
-        _t1 = _reduced_shape(x.shape, (-1,), keepdim=True)
-        _t2 = x.shape
-        _t3 = _broadcast_shapes(b.shape, w.shape, x.shape)
-        ctx.shape_facts = (_t0, _t1, _t2, _t3)
+        _t0 = x.shape
+        _t1 = _broadcast_shapes(b.shape, w.shape, x.shape)
+        _t2 = _count(x.shape, (-1,))
+        ctx.shape_facts = (_t0, _t1, _t2)
 
     @staticmethod
     def backward(
-        ctx: Any,
-        grad_y: torch.Tensor | None,
-        grad_xc: torch.Tensor | None,
-        grad_rstd: torch.Tensor | None,
+        ctx: Any, grad_y: torch.Tensor | None, grad_rstd: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        w, xc, rstd = ctx.saved_tensors
-        x_shape, b_shape = ctx.input_shapes
-        _t0, _t1, _t2, _t3 = ctx.shape_facts
+        x, w, rstd = ctx.saved_tensors
+        (eps,) = ctx.numbers
+        (b_shape,) = ctx.input_shapes
+        _t0, _t1, _t2 = ctx.shape_facts
         need_x, need_w, need_b, _ = ctx.needs_input_grad
         grad_x = grad_w = grad_b = None
-        if need_x:
-            _t4 = 1 / _t0 if _t0 else math.copysign(math.inf, _t0)
-            _t5 = _t4 * xc
-            _t6 = rstd**3
+        if need_x or need_w:
+            layer_norm1 = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)[0]
         if grad_y is not None:
-            if need_x or need_w:
-                _t7 = rstd * grad_y
             if need_x:
-                _t8 = torch.addcmul(
-                    _sum_to(_t7 * w, _t2, _t3),
-                    _t5,
-                    _sum_to((-_t6 * xc / 2) * grad_y * w, _t1, _t3),
-                    value=2,
+                _t3 = _sum_to(grad_y * w, _t0, _t1)
+                grad_x = _accumulate(
+                    grad_x,
+                    rstd
+                    * (
+                        torch.addcmul(
+                            _t3 - torch.mean(_t3, dim=-1, keepdim=True),
+                            layer_norm1,
+                            torch.mean(_t3 * layer_norm1, dim=-1, keepdim=True),
+                            value=-1,
+                        )
+                    ),
                 )
-                grad_x = _accumulate(grad_x, _t8 + _t4 * _sum_to(-_t8, _t1, _t2))
             if need_w:
-                grad_w = _accumulate(grad_w, xc * _t7)
+                grad_w = _accumulate(grad_w, grad_y * layer_norm1)
             if need_b:
                 grad_b = _accumulate(grad_b, grad_y)
-        if grad_xc is not None:
-            if need_x:
-                grad_x = _accumulate(
-                    grad_x, grad_xc + _t4 * _sum_to(-grad_xc, _t1, _t2)
-                )
         if grad_rstd is not None:
             if need_x:
-                _t9 = _t6 * _t5 * grad_rstd
-                grad_x = _accumulate(grad_x, -_t9 + _t4 * _sum_to(_t9, _t1, _t2))
+                grad_x = _accumulate(grad_x, (-grad_rstd * rstd**2 / _t2) * layer_norm1)
         return (
-            _reduce_to(grad_x, x_shape),
+            _reduce_to(grad_x, x.shape),
             _reduce_to(grad_w, w.shape),
             _reduce_to(grad_b, b_shape),
             None,
@@ -251,26 +226,27 @@ class LayerNormAffine(torch.autograd.Function):
         ctx: Any, tangent_x: Any, tangent_w: Any, tangent_b: Any, _tangent_eps: Any
     ) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
-        w, xc, rstd = ctx.saved_tensors
-        y_shape, xc_shape, rstd_shape = ctx.output_shapes
+        x, w, rstd = ctx.saved_tensors
+        (eps,) = ctx.numbers
+        y_shape, rstd_shape = ctx.output_shapes
         tangent_x, tangent_w, tangent_b = _fill_tangents(
             (tangent_x, tangent_w, tangent_b), ctx.tangent_shapes
         )
-        tangent_mu = torch.mean(tangent_x, dim=-1, keepdim=True)
-        tangent_xc = tangent_x - tangent_mu
-        tangent_mean1 = torch.mean(2 * xc * tangent_xc, dim=-1, keepdim=True)
-        tangent_rstd = -tangent_mean1 * rstd**3 / 2
-        tangent_y = (
-            tangent_b
-            + rstd * xc * tangent_w
-            + rstd * tangent_xc * w
-            + tangent_rstd * xc * w
+        layer_norm1 = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)[0]
+        _t4 = torch.mean(layer_norm1 * tangent_x, dim=-1, keepdim=True)
+        tangent_rstd = -_t4 * rstd**2
+        tangent_layer_norm1 = rstd * (
+            torch.addcmul(
+                tangent_x - torch.mean(tangent_x, dim=-1, keepdim=True),
+                _t4,
+                layer_norm1,
+                value=-1,
+            )
         )
-        return (
-            _expand_to(tangent_y, y_shape),
-            _expand_to(tangent_xc, xc_shape),
-            _expand_to(tangent_rstd, rstd_shape),
+        tangent_y = torch.addcmul(
+            torch.addcmul(tangent_b, layer_norm1, tangent_w), tangent_layer_norm1, w
         )
+        return _expand_to(tangent_y, y_shape), _expand_to(tangent_rstd, rstd_shape)
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -291,9 +267,9 @@ def layer_norm_affine(
     """Layer normalisation over the last dimension, then a per-feature weight and
     bias.
     """
-    # The residuals (xc, rstd) are for the backward only.
+    # The residuals (rstd) are for the backward only.
     try:
-        y, xc, rstd = _apply(
+        y, rstd = _apply(
             LayerNormAffine,
             _LayerNormAffineTraceable,
             _unwrap(x),

@@ -89,6 +89,7 @@ _REDUCTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
     "logsumexp_all": ("logsumexp(x)", lambda x: torch.logsumexp(x, dim=tuple(range(x.dim())))),
     "softmax": ("softmax(x, dim=-1)", lambda x: torch.softmax(x, dim=-1)),
     "log_softmax": ("log_softmax(x, dim=-1)", lambda x: torch.log_softmax(x, dim=-1)),
+    "layer_norm": ("layer_norm(x, 1e-5)", lambda x: nnf.layer_norm(x, x.shape[-1:], eps=1e-5)),
     "amax": ("amax(x, dim=-1)", lambda x: torch.amax(x, dim=-1)),
     "amin": ("amin(x, dim=-1, keepdim=True)", lambda x: torch.amin(x, dim=-1, keepdim=True)),
     "argmax": (
@@ -323,6 +324,15 @@ _IDIOMS: dict[str, tuple[dict[str, Any], Callable[..., Any] | None, bool]] = {
             "outputs": {"y": "ex / sum(ex, dim=-1, keepdim=True)"},
         },
         lambda x: torch.softmax(x, dim=-1),
+        False,
+    ),
+    "layer_norm_written": (
+        {
+            **_rows("layernormwritten", ""),
+            "where": {"mu": "mean(x, dim=-1, keepdim=True)", "xc": "x - mu"},
+            "outputs": {"y": "xc / sqrt(mean(xc**2, dim=-1, keepdim=True) + 1e-5)"},
+        },
+        lambda x: nnf.layer_norm(x, x.shape[-1:], eps=1e-5),
         False,
     ),
     "log1p_exp": (_one_line("log1pexp", "log1p(exp(x))"), nnf.softplus, True),

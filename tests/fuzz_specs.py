@@ -150,6 +150,17 @@ ALONG_DIM: dict[str, tuple[str, Callable[[Any, int], Any]]] = {
 }
 
 
+# Layer norm over the last dim (eps 0.1: rows of two or three values may be nearly equal),
+# as the call and written out, which is computed as the call.
+LAYER_NORMS: dict[str, str] = {
+    "layer_norm": "layer_norm({}, 0.1)",
+    "layer_norm written": (
+        "(({0}) - mean({0}, dim=-1, keepdim=True)) / sqrt(mean((({0}) - mean({0}, dim=-1,"
+        " keepdim=True))**2, dim=-1, keepdim=True) + 0.1)"
+    ),
+}
+
+
 @dataclass
 class _Drawer:
     """Draws one random spec: its inputs, `where` values and outputs."""
@@ -310,10 +321,14 @@ class _Drawer:
     def softmax(self, child: Node) -> Node:
         if not child.shape or not child.tensor:
             return child
-        name = self.rng.choice(["softmax", "log_softmax", *ALONG_DIM])
+        name = self.rng.choice(["softmax", "log_softmax", *ALONG_DIM, *LAYER_NORMS])
         dim = self.rng.randrange(len(child.shape)) - (
             len(child.shape) if self.rng.random() < 0.5 else 0
         )
+        if name in LAYER_NORMS:  # over the last dim only
+            size = child.shape[-1:]
+            run = lambda env: nnf.layer_norm(child.run(env), size, eps=0.1)  # noqa: E731
+            return Node(LAYER_NORMS[name].format(child.text), run, child.shape)
         if name in ALONG_DIM:
             template, along = ALONG_DIM[name]
             run = lambda env: along(child.run(env), dim)  # noqa: E731

@@ -604,6 +604,37 @@ def pointwise_loss_builder(function: str, keyword: str) -> Builder:
     return build
 
 
+def layer_norm_builder(call: Call, dtype: torch.dtype) -> Case | str:
+    """nn.functional.layer_norm(input, normalized_shape, weight, bias, eps): layer_norm(x,
+    eps) over the last dim, times the weight and plus the bias where given."""
+    params = (P("x"), P("n", "normalized_shape"), P("w", "weight", None), P("b", "bias", None))
+    params += (P("eps", "eps", 1e-5),)
+    operands = _gather(params, call)
+    if isinstance(operands, str):
+        return operands
+    if len(operands.pop("n")) != 1:
+        return "normalized over several dims (the language normalises the last one)"
+    if dtype == torch.float32 and operands["x"].shape[-1:] == (1,):
+        # The exact gradient of a row of one is 0 (torch's in float64 too, which the
+        # float64 run compares); torch's float32 kernel rounds it to about rstd * 4e-7.
+        return "a row of one element in float32: torch's kernel rounds its zero gradient"
+    given = {k: v for k, v in operands.items() if v is not None}
+    inputs = _declare(given, dtype)
+    if isinstance(inputs, str):
+        return inputs
+    expr = (
+        "layer_norm(x, eps)" + (" * w" if "w" in given else "") + (" + b" if "b" in given else "")
+    )
+
+    def bind(call: Call) -> dict[str, Any]:
+        gathered = _gather(params, call)
+        assert not isinstance(gathered, str)
+        gathered.pop("n")
+        return _bind_numbers({k: v for k, v in gathered.items() if v is not None})
+
+    return Case(_spec(inputs, expr), bind)
+
+
 def view_builder(method: str) -> Builder:
     """reshape(x, shape), view(x, shape) or unsqueeze(x, dim) (symgrad.language.views).
 
@@ -1027,6 +1058,7 @@ MAPPINGS: list[OpMapping] = [
     OpMapping("nn.functional.nll_loss", "", class_loss_builder(log_softmax=False)),
     OpMapping("nn.functional.huber_loss", "", pointwise_loss_builder("huber", "delta")),
     OpMapping("nn.functional.smooth_l1_loss", "", pointwise_loss_builder("smooth_l1", "beta")),
+    OpMapping("nn.functional.layer_norm", "", layer_norm_builder),
     OpMapping("reshape", "", view_builder("reshape")),
     OpMapping("view", "", view_builder("view")),
     OpMapping("unsqueeze", "", view_builder("unsqueeze")),

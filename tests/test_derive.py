@@ -884,11 +884,14 @@ def test_reductions_in_the_backward_are_saved_not_recomputed() -> None:
     assert not any(e.atoms(reductions.ReduceMean) for e in backward)
 
 
-def test_layer_norm_saves_the_centred_input_and_its_statistic() -> None:
-    """xc = x - mu saved spares x and the per-row mean (Note [Residuals]), as eager does."""
+def test_layer_norm_saves_one_full_size_tensor_and_its_statistic() -> None:
+    """Recognised as layer_norm (Note [Layer norm]): the backward reads one full-size
+    tensor and the per-row rstd, as many elements as eager's xc and rstd."""
     derived = derive(symgrad.load_spec(EXAMPLES / "layer_norm_affine.yaml"))
-    assert names(derived.saved_tensors) == ("w", "xc", "rstd")
-    assert [o.name for o in derived.residuals] == ["xc", "rstd"]
+    assert names(derived.saved_tensors) == ("x", "w", "rstd")
+    assert [o.name for o in derived.residuals] == ["rstd"]
+    plain = derive(symgrad.load_spec(EXAMPLES / "layer_norm.yaml"))
+    assert names(plain.saved_tensors) == ("y", "rstd")
 
 
 def test_softmax_saves_only_its_output() -> None:

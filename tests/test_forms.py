@@ -12,12 +12,14 @@ import inspect
 import pytest
 import sympy
 
+from symgrad.ad.ir import Assignment
 from symgrad.backends.cpp.printer import AtenPrinter
 from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.constructs import ConstructForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.layer_norms import LayerNormForms
 from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
@@ -29,6 +31,7 @@ from symgrad.language import (
     arg_extrema,
     contractions,
     dtypes,
+    layer_norms,
     losses,
     piecewise,
     scans,
@@ -231,6 +234,27 @@ FORMS = {
         "-2, [&] { std::vector<int64_t> sizes(x.dim(), 1); sizes[at::maybe_wrap_dim(-2, x.dim())]"
         ' = -1; return i.view(sizes).expand_as(x); }(), x, "amax", false)',
     ),
+    "layer norm's xhat: output 0 of native_layer_norm over the last dim": (
+        layer_norms.LayerNorm(x, a, sympy.Float(1e-5)),
+        "torch.native_layer_norm(x, x.shape[-1:], None, None, 1e-05)[0]",
+        "std::get<0>(at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, 1e-05))",
+    ),
+    "its rstd: output 2 of the same kernel": (
+        layer_norms.LayerNormRstd(x, k),
+        "torch.native_layer_norm(x, x.shape[-1:], None, None, k)[2]",
+        "std::get<2>(at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, k))",
+    ),
+    "layer norm of a sum: the sum parenthesised, its shape read from it": (
+        layer_norms.LayerNormRstd(a + b, k),
+        "torch.native_layer_norm((a + b), (a + b).shape[-1:], None, None, k)[2]",
+        "std::get<2>(at::native_layer_norm((a + b), (a + b).sizes().slice((a + b).dim() - 1),"
+        " {}, {}, k))",
+    ),
+    "layer norm with a tensor eps: the written formula (the kernel takes a number)": (
+        layer_norms.LayerNorm(x, a, b),
+        "(a*(x - torch.mean(x, dim=-1, keepdim=True)))",
+        "(a*(x - at::mean(x, at::IntArrayRef{-1}, true)))",
+    ),
     "the eps of a tensor's dtype: a 0-d tensor like it, chosen at call time": (
         dtypes.FinfoEps(x),
         "x.new_full((), torch.finfo(x.dtype).eps)",
@@ -261,6 +285,7 @@ FORM_CLASSES = (
     DtypeForms,
     ArgExtremumForms,
     LossForms,
+    LayerNormForms,
     ConstructForms,
 )
 
@@ -285,3 +310,28 @@ def test_each_backend_gives_every_spelling(printer: type[ConstructForms]) -> Non
         if getattr(printer, name) in (vars(form).get(name) for form in FORM_CLASSES)
     ]
     assert not missing
+
+
+def test_the_forward_computes_a_layer_norms_rstd_and_xhat_in_one_call() -> None:
+    """rstd, then the xhat that reads it: one kernel call sets both where rstd stands."""
+    rstd, xhat = sympy.symbols("rstd xhat", real=True)
+    forward = [
+        Assignment(rstd, layer_norms.LayerNormRstd(x, k)),
+        Assignment(c, rstd * a),
+        Assignment(xhat, layer_norms.LayerNorm(x, rstd, k)),
+    ]
+    tensors = TENSORS | {rstd, xhat}
+    python = TorchPrinter(tensors).forward_statements(forward, lambda s: f"{s.target} = ...")
+    assert python == (
+        "xhat, _, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, k)",
+        "c = ...",
+    )
+    cpp = AtenPrinter(tensors).forward_statements(forward, lambda s: f"{s.target} = ...;")
+    assert cpp == (
+        "at::Tensor xhat, rstd;\nstd::tie(xhat, std::ignore, rstd) ="
+        " at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, k);",
+        "c = ...;",
+    )
+    # With a tensor eps, the written formulas, one statement each.
+    written = [Assignment(rstd, layer_norms.LayerNormRstd(x, b)), forward[1]]
+    assert len(TorchPrinter(tensors).forward_statements(written, str)) == 2

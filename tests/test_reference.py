@@ -33,6 +33,7 @@ def test_every_function_of_the_language_is_listed() -> None:
         *piecewise.CONDITIONAL_FUNCTIONS,
         *reductions.REDUCTIONS,
         *reductions.NORMALIZATIONS,
+        "layer_norm",
     ]
     for name in names:
         assert f"`{name}(" in page, name

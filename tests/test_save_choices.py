@@ -144,9 +144,16 @@ def test_balanced_recomputes_an_output_that_would_hold_more_than_eager() -> None
 
 
 def test_layer_norm_saves_the_centred_input_and_rstd_as_eager_does() -> None:
-    """`xc = x - mean(x)` saved spares x and the per-row mean (Note [Residuals]); with y
-    recomputed, the backward saves xc and rstd, eager autograd's tensors."""
-    assert saved_names(LAYER_NORM, None) == ("xc", "rsqrt2")
+    """Normalised over dim 0 (no layer_norm), `xc = x - mean(x)` saved spares x and the
+    per-column mean (Note [Residuals]); with y recomputed, the backward saves xc and rstd,
+    eager autograd's tensors. Over the last dim, layer_norm saves y and its rstd."""
+    over_columns = {
+        **LAYER_NORM,
+        "where": {"xc": "x - mean(x, dim=0, keepdim=True)"},
+        "outputs": {"y": "xc / sqrt(mean(xc**2, dim=0, keepdim=True) + 1e-5)"},
+    }
+    assert saved_names(over_columns, None) == ("xc", "rsqrt2")
+    assert saved_names(LAYER_NORM, None) == ("y", "layer_norm_rstd0")
 
 
 @pytest.mark.parametrize(("formula", "saved"), [("exp(x)", ["y"]), ("softmax(x, dim=-1)", ["y"])])

@@ -11,10 +11,9 @@
 //     y = rstd*xc
 //
 // Derivatives:
-//     grad_x from y = grad_y*rstd + sum(-grad_y*rstd - 2*xc*sum(-grad_y*xc*rstd**3/2,
-//         dim=-1, keepdim=True)/numel(xc**2, dim=[-1]), dim=-1, keepdim=True)/numel(x,
-//         dim=[-1]) + 2*xc*sum(-grad_y*xc*rstd**3/2, dim=-1, keepdim=True)/numel(xc**2,
-//         dim=[-1])
+//     grad_x from y = rstd*(grad_y - mean(grad_y, dim=-1, keepdim=True) -
+//     y*mean(grad_y*y,
+//         dim=-1, keepdim=True))
 //
 // The operator symgrad_layer_norm::layer_norm runs the Function LayerNorm; from C++,
 // call symgrad_layer_norm::layer_norm(...) or
@@ -105,63 +104,44 @@ inline int64_t count(at::IntArrayRef shape, const std::vector<int64_t>& dims) {
 struct LayerNorm : public torch::autograd::Function<LayerNorm> {
   // The forward's values: the outputs, then what the backward reads.
   static torch::autograd::variable_list values(const at::Tensor& x, double eps) {
-    const at::Tensor mu = at::mean(x, at::IntArrayRef{-1}, true);
-    const at::Tensor xc = x - mu;
-    const at::Tensor mean1 = at::mean(at::pow(xc, 2), at::IntArrayRef{-1}, true);
-    const at::Tensor rstd = at::rsqrt(eps + mean1);
-    const at::Tensor y = rstd * xc;
-    return {y, xc, rstd};
+    at::Tensor y, rstd;
+    std::tie(y, std::ignore, rstd) =
+        at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, eps);
+    return {y, rstd};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const at::Tensor& x, double eps) {
     torch::autograd::variable_list outputs = values(x, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({outputs[1], outputs[2]});
+    ctx->save_for_backward({outputs[0], outputs[1]});
     ctx->saved_data["x_shape"] = x.sizes().vec();
     ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
-    ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
-    ctx->saved_data["_t2"] = x.sizes().vec();
     return outputs;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    at::Tensor xc = saved[0];
+    at::Tensor y = saved[0];
     at::Tensor rstd = saved[1];
     const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
     const int64_t _t0 = ctx->saved_data["_t0"].toInt();
-    const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
-    const std::vector<int64_t> _t2 = ctx->saved_data["_t2"].toIntVector();
     const at::Tensor& grad_y = grads[0];
-    const at::Tensor& grad_xc = grads[1];
-    const at::Tensor& grad_rstd = grads[2];
+    const at::Tensor& grad_rstd = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
-    double _t3 = 0;
-    at::Tensor _t4, _t5, _t6;
-    if (need_x) {
-      _t3 = (1.0 / _t0);
-      _t4 = xc * at::pow(rstd, 3);
-    }
     if (grad_y.defined()) {
       if (need_x) {
-        _t5 = at::addcmul(2 * _t3 * xc * detail::sum_to((-_t4 / 2) * grad_y, _t1, _t2),
-                          grad_y, rstd);
-        grad_x = detail::accumulate(grad_x, _t5 + _t3 * detail::sum_to(-_t5, _t1, _t2));
-      }
-    }
-    if (grad_xc.defined()) {
-      if (need_x) {
-        grad_x = detail::accumulate(grad_x,
-                                    grad_xc + _t3 * detail::sum_to(-grad_xc, _t1, _t2));
+        grad_x = detail::accumulate(
+            grad_x,
+            rstd * at::addcmul(grad_y - at::mean(grad_y, at::IntArrayRef{-1}, true), y,
+                               at::mean(grad_y * y, at::IntArrayRef{-1}, true), -1));
       }
     }
     if (grad_rstd.defined()) {
       if (need_x) {
-        _t6 = (_t3 * _t4) * grad_rstd;
-        grad_x = detail::accumulate(grad_x, -_t6 + _t3 * detail::sum_to(_t6, _t1, _t2));
+        grad_x = detail::accumulate(grad_x, (-grad_rstd * at::pow(rstd, 2) / _t0) * y);
       }
     }
     return {detail::reduce_to(grad_x, x_shape), at::Tensor()};

@@ -11,13 +11,11 @@
 //     y = b + rstd*w*xc
 //
 // Derivatives:
-//     grad_x from y = sum(-sum_to(grad_y*rstd*w, xc) -
-//     2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
-//         mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]), dim=-1,
-//         keepdim=True)/numel(x, dim=[-1]) + 2*xc*sum_to(-grad_y*w*xc*rstd**3/2,
-//         mean(xc**2, dim=-1, keepdim=True))/numel(xc**2, dim=[-1]) +
-//         sum_to(grad_y*rstd*w, xc)
-//     dy/dw = rstd*xc
+//     grad_x from y = rstd*(-mean(sum_to(grad_y*w, layer_norm(x, eps)), dim=-1,
+//         keepdim=True) - layer_norm(x, eps)*mean(layer_norm(x, eps)*sum_to(grad_y*w,
+//         layer_norm(x, eps)), dim=-1, keepdim=True) + sum_to(grad_y*w, layer_norm(x,
+//         eps)))
+//     grad_w from y = grad_y*layer_norm(x, eps)
 //     dy/db = 1
 //
 // The operator symgrad_layer_norm_affine::layer_norm_affine runs the Function
@@ -110,12 +108,11 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
   // The forward's values: the outputs, then what the backward reads.
   static torch::autograd::variable_list values(const at::Tensor& x, const at::Tensor& w,
                                                const at::Tensor& b, double eps) {
-    const at::Tensor mu = at::mean(x, at::IntArrayRef{-1}, true);
-    const at::Tensor xc = x - mu;
-    const at::Tensor mean1 = at::mean(at::pow(xc, 2), at::IntArrayRef{-1}, true);
-    const at::Tensor rstd = at::rsqrt(eps + mean1);
-    const at::Tensor y = b + (rstd * xc) * w;
-    return {y, xc, rstd};
+    at::Tensor layer_norm1, rstd;
+    std::tie(layer_norm1, std::ignore, rstd) =
+        at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, eps);
+    const at::Tensor y = at::addcmul(b, layer_norm1, w);
+    return {y, rstd};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -124,72 +121,61 @@ struct LayerNormAffine : public torch::autograd::Function<LayerNormAffine> {
                                                 const at::Tensor& b, double eps) {
     torch::autograd::variable_list outputs = values(x, w, b, eps);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({w, outputs[1], outputs[2]});
-    ctx->saved_data["x_shape"] = x.sizes().vec();
+    ctx->save_for_backward({x, w, outputs[1]});
+    ctx->saved_data["eps"] = eps;
     ctx->saved_data["b_shape"] = b.sizes().vec();
-    ctx->saved_data["_t0"] = detail::count(x.sizes().vec(), {-1});
-    ctx->saved_data["_t1"] = detail::reduced_shape(x.sizes().vec(), {-1}, true);
-    ctx->saved_data["_t2"] = x.sizes().vec();
-    ctx->saved_data["_t3"] = at::infer_size(
+    ctx->saved_data["_t0"] = x.sizes().vec();
+    ctx->saved_data["_t1"] = at::infer_size(
         at::infer_size(b.sizes().vec(), w.sizes().vec()), x.sizes().vec());
+    ctx->saved_data["_t2"] = detail::count(x.sizes().vec(), {-1});
     return outputs;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    at::Tensor w = saved[0];
-    at::Tensor xc = saved[1];
+    at::Tensor x = saved[0];
+    at::Tensor w = saved[1];
     at::Tensor rstd = saved[2];
-    const std::vector<int64_t> x_shape = ctx->saved_data["x_shape"].toIntVector();
+    const double eps = ctx->saved_data["eps"].toDouble();
     const std::vector<int64_t> b_shape = ctx->saved_data["b_shape"].toIntVector();
-    const int64_t _t0 = ctx->saved_data["_t0"].toInt();
+    const std::vector<int64_t> _t0 = ctx->saved_data["_t0"].toIntVector();
     const std::vector<int64_t> _t1 = ctx->saved_data["_t1"].toIntVector();
-    const std::vector<int64_t> _t2 = ctx->saved_data["_t2"].toIntVector();
-    const std::vector<int64_t> _t3 = ctx->saved_data["_t3"].toIntVector();
+    const int64_t _t2 = ctx->saved_data["_t2"].toInt();
     const at::Tensor& grad_y = grads[0];
-    const at::Tensor& grad_xc = grads[1];
-    const at::Tensor& grad_rstd = grads[2];
+    const at::Tensor& grad_rstd = grads[1];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = ctx->needs_input_grad(1);
     const bool need_b = ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_w, grad_b;
-    double _t4 = 0;
-    at::Tensor _t5, _t6, _t7, _t8, _t9;
-    if (need_x) {
-      _t4 = (1.0 / _t0);
-      _t5 = _t4 * xc;
-      _t6 = at::pow(rstd, 3);
+    at::Tensor layer_norm1, _t3;
+    if (need_x || need_w) {
+      layer_norm1 = std::get<0>(
+          at::native_layer_norm(x, x.sizes().slice(x.dim() - 1), {}, {}, eps));
     }
     if (grad_y.defined()) {
-      if (need_x || need_w) {
-        _t7 = rstd * grad_y;
-      }
       if (need_x) {
-        _t8 = at::addcmul(detail::sum_to(_t7 * w, _t2, _t3), _t5,
-                          detail::sum_to((-_t6 * xc / 2) * (grad_y * w), _t1, _t3), 2);
-        grad_x = detail::accumulate(grad_x, _t8 + _t4 * detail::sum_to(-_t8, _t1, _t2));
+        _t3 = detail::sum_to(grad_y * w, _t0, _t1);
+        grad_x = detail::accumulate(
+            grad_x,
+            rstd * at::addcmul(
+                       _t3 - at::mean(_t3, at::IntArrayRef{-1}, true), layer_norm1,
+                       at::mean(_t3 * layer_norm1, at::IntArrayRef{-1}, true), -1));
       }
       if (need_w) {
-        grad_w = detail::accumulate(grad_w, xc * _t7);
+        grad_w = detail::accumulate(grad_w, grad_y * layer_norm1);
       }
       if (need_b) {
         grad_b = detail::accumulate(grad_b, grad_y);
       }
     }
-    if (grad_xc.defined()) {
-      if (need_x) {
-        grad_x = detail::accumulate(grad_x,
-                                    grad_xc + _t4 * detail::sum_to(-grad_xc, _t1, _t2));
-      }
-    }
     if (grad_rstd.defined()) {
       if (need_x) {
-        _t9 = (_t6 * _t5) * grad_rstd;
-        grad_x = detail::accumulate(grad_x, -_t9 + _t4 * detail::sum_to(_t9, _t1, _t2));
+        grad_x = detail::accumulate(
+            grad_x, (-grad_rstd * at::pow(rstd, 2) / _t2) * layer_norm1);
       }
     }
-    return {detail::reduce_to(grad_x, x_shape), detail::reduce_to(grad_w, w.sizes()),
+    return {detail::reduce_to(grad_x, x.sizes()), detail::reduce_to(grad_w, w.sizes()),
             detail::reduce_to(grad_b, b_shape), at::Tensor()};
   }
 };

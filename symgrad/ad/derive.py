@@ -27,6 +27,7 @@ from symgrad.ad import (
     gradient_parts,
     guards,
     inplace,
+    layer_norm_idioms,
     masks,
     reuse,
     saving,
@@ -245,8 +246,11 @@ def _forward_assignments(spec: Spec, namer: Namer) -> tuple[Assignment, ...]:
     """The forward's statements, with subexpressions repeated across them named once."""
     statements = [Assignment(i.symbol, i.expr) for i in spec.intermediates]
     statements += [Assignment(o.symbol, o.expr) for o in spec.outputs]
+    outputs = {o.symbol for o in spec.outputs}
+    numbers = {i.symbol for i in spec.inputs if not i.is_tensor}
+    statements = layer_norm_idioms.recognise_statements(statements, outputs, numbers)
     # In torch's stable primitives, matched across `where` names (symgrad.ad.stable).
-    statements = stable.stabilize_statements(statements, {o.symbol for o in spec.outputs})
+    statements = stable.stabilize_statements(statements, outputs)
     tensors = _tensor_values(spec, statements)
     statements = [
         Assignment(s.target, _rewrite(broadcasts.drop_number_witnesses(s.expr, tensors)))

@@ -22,6 +22,7 @@ from symgrad.language import (
     extrema,
     functions,
     indexing,
+    layer_norms,
     piecewise,
     reductions,
     rules,
@@ -164,6 +165,8 @@ def _tangent(
         elif isinstance(node, piecewise.Where):
             cond, a, b = node.args
             result = piecewise.where(cond, visit(a), visit(b))
+        elif isinstance(node, layer_norms.NODES):  # Note [Layer norm]
+            result = node.tangent(in_own_shape(visit(node.argument), node.argument))
         elif isinstance(node, reductions.Reduction):
             result = _reduction_tangent(node, in_own_shape(visit(node.argument), node.argument))
         elif isinstance(node, indexing.Gather):

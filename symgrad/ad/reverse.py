@@ -33,6 +33,7 @@ from symgrad.language import (
     contractions,
     extrema,
     indexing,
+    layer_norms,
     piecewise,
     pullbacks,
     reductions,
@@ -161,7 +162,11 @@ class ReverseSweep:
             if adjoint.expr == 0:
                 continue
             adjoint = Term(self.name(adjoint.expr), adjoint.frame, adjoint.full, adjoint.mask)
-            if isinstance(node, reductions.Reduction):
+            if isinstance(node, layer_norms.NODES):  # Note [Layer norm]
+                full = isinstance(node, layer_norms.LayerNorm)
+                spread = node.argument_adjoint(fit(adjoint, node, self.shapes, full).expr)
+                add(node.argument, Term(spread, node.argument, True))
+            elif isinstance(node, reductions.Reduction):
                 # Unsqueezing the reduced dims back needs the exact reduced shape.
                 exact = not node.keepdim and node.dims is not None
                 reduced = fit(adjoint, node, self.shapes, exact).expr

@@ -24,6 +24,7 @@ from symgrad.language import (
     dtypes,
     functions,
     indexing,
+    layer_norms,
     piecewise,
     reductions,
     scans,
@@ -66,6 +67,8 @@ def build_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
         return _reduction_call(walker, node, spelling, depth)
     if spelling in reductions.NORMALIZATIONS:
         return _normalization_call(walker, node, spelling, depth)
+    if spelling == layer_norms.LAYER_NORM:
+        return _layer_norm_call(walker, node, depth)
     if spelling in indexing.GATHER_SPELLINGS:
         return _gather_call(walker, node, spelling, depth)
     if spelling in views.VIEW_SPELLINGS:
@@ -171,6 +174,17 @@ def _normalization_call(walker: Walker, node: ast.Call, name: str, depth: int) -
         raise walker.error(node.func, f"{name}() needs a dim, e.g. {name}(x, dim=-1)")
     argument = walker.value(node.args[0], depth)
     return reductions.normalize(name, argument, _small_integer(walker, given["dim"], name))
+
+
+def _layer_norm_call(walker: Walker, node: ast.Call, depth: int) -> sympy.Expr:
+    """layer_norm(e, eps=1e-5): normalised over the last dim (Note [Layer norm])."""
+    if len(node.args) not in (1, 2) or any(k.arg != "eps" for k in node.keywords):
+        raise walker.error(node.func, "layer_norm() takes an expression and eps")
+    given = [*node.args[1:], *(k.value for k in node.keywords)]
+    if len(given) > 1:
+        raise walker.error(node.func, "layer_norm() got eps twice")
+    eps = walker.value(given[0], depth) if given else sympy.Float(1e-5)
+    return layer_norms.layer_norm(walker.value(node.args[0], depth), eps)
 
 
 def _gather_call(walker: Walker, node: ast.Call, spelling: str, depth: int) -> sympy.Expr:

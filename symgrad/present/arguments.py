@@ -6,7 +6,7 @@ from typing import Any
 
 import sympy
 
-from symgrad.language import segments, views
+from symgrad.language import layer_norms, segments, views
 
 
 class Listed(sympy.Function):
@@ -58,6 +58,8 @@ def _view_arguments(expr: Any) -> list[sympy.Basic] | None:
         return list(expr.args)
     if isinstance(expr, segments.SegmentSum):
         return [expr.source, expr.index, _keyword("dim", expr.dim), expr.args[3]]
+    if isinstance(expr, layer_norms.NODES):  # over the last dim, always
+        return [expr.argument, expr.eps]
     return None
 
 

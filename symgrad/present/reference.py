@@ -117,6 +117,16 @@ _LOSSES = (
 )
 
 
+_LAYER_NORM = (
+    "- `layer_norm(e, eps=1e-5)`: `e` normalised over its last dim, `(e - mean) / sqrt(var +"
+    " eps)` with the biased variance, by `torch.native_layer_norm` (no weight or bias: write"
+    " `layer_norm(x, eps) * w + b`); eps is a number. The backward reads the output and the"
+    " per-row rstd. Written out, `xc = x - mean(x, dim=-1, keepdim=True)` times `1 /"
+    " sqrt(mean(xc**2, dim=-1, keepdim=True) + eps)` (or `rsqrt`, `** -0.5`) is computed as"
+    " `layer_norm(x, eps)`; over another dim or without keepdim it stays as written."
+)
+
+
 def _functions_section() -> list[str]:
     lines = ["## Functions", "", "### Elementwise", "", "| function | torch | also spelled |"]
     lines.append("| --- | --- | --- |")
@@ -143,6 +153,7 @@ def _functions_section() -> list[str]:
     lines += ["", "### Reductions and normalizations", ""]
     lines += [f"- `{name}(e, dim=None, keepdim=False)`" for name in reductions.REDUCTIONS]
     lines += [f"- `{name}(e, dim)`" for name in reductions.NORMALIZATIONS]
+    lines.append(_LAYER_NORM)
     lines += ["", "### Gathers (index inputs)", ""]
     lines += [
         "- `gather(e, dim, index)`, also spelled `take_along_dim(e, index, dim)`: "

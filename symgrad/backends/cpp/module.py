@@ -114,7 +114,9 @@ def function_context(
         forward_reads=frozenset(
             printer.doprint(s) for a in derived.forward for s in a.expr.free_symbols
         ),
-        forward=tuple(_forward_statement(a, derived, printer, spelling) for a in derived.forward),
+        forward=printer.forward_statements(
+            derived.forward, lambda a: _forward_statement(a, derived, printer, spelling)
+        ),
         outputs=tuple(printer.doprint(o.symbol) for o in derived.outputs),
         public_count=len(spec.outputs),
         non_differentiable=tuple(

@@ -290,6 +290,17 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
         return f"({condition} ? {a} : {b})"
 
+    # --- Layer norm (symgrad.backends.forms.layer_norms) ----------------------------------
+
+    def _spell_layer_norm(self, argument: str, eps: str, output: int) -> str:
+        shape = f"{argument}.sizes().slice({argument}.dim() - 1)"
+        return f"std::get<{output}>(at::native_layer_norm({argument}, {shape}, {{}}, {{}}, {eps}))"
+
+    def _spell_layer_norm_pair(self, xhat: str, rstd: str, argument: str, eps: str) -> str:
+        shape = f"{argument}.sizes().slice({argument}.dim() - 1)"
+        call = f"at::native_layer_norm({argument}, {shape}, {{}}, {{}}, {eps})"
+        return f"at::Tensor {xhat}, {rstd};\nstd::tie({xhat}, std::ignore, {rstd}) = {call};"
+
 
 def _is_default(
     values: Sequence[sympy.Basic], parameters: tuple[tuple[str, float], ...], index: int

@@ -19,6 +19,7 @@ from symgrad.backends.forms.arg_extrema import ArgExtremumForms
 from symgrad.backends.forms.arithmetic import ArithmeticForms
 from symgrad.backends.forms.contractions import ContractionForms
 from symgrad.backends.forms.dtypes import DtypeForms
+from symgrad.backends.forms.layer_norms import LayerNormForms
 from symgrad.backends.forms.losses import LossForms
 from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
@@ -39,6 +40,7 @@ from symgrad.language import (
 
 
 class ConstructForms(
+    LayerNormForms,
     LossForms,
     ArgExtremumForms,
     DtypeForms,

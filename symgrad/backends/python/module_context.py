@@ -56,9 +56,9 @@ def module_context(
     # Saved values are non-differentiable outputs: their gradient is always None.
     unused_grads = [namer.fresh(f"_grad_{o.name}") for o in derived.saved_values]
     local_error = namer.fresh("error")
-    forward = tuple(
-        spelling.statement(printer.doprint(a.target), forward_value(a, derived, printer))
-        for a in derived.forward
+    forward = printer.forward_statements(
+        derived.forward,
+        lambda a: spelling.statement(printer.doprint(a.target), forward_value(a, derived, printer)),
     )
     facts = fact_shapes(derived)
     shape_facts = tuple(_shape_fact_lines(facts, printer, names.helpers))

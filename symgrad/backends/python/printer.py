@@ -277,6 +277,17 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_number_choice(self, condition: str, a: str, b: str) -> str:
         return f"({a} if {condition} else {b})"
 
+    # --- Layer norm (symgrad.backends.forms.layer_norms) ----------------------------------
+
+    def _spell_layer_norm(self, argument: str, eps: str, output: int) -> str:
+        shape = f"{argument}.shape[-1:]"
+        return f"torch.native_layer_norm({argument}, {shape}, None, None, {eps})[{output}]"
+
+    def _spell_layer_norm_pair(self, xhat: str, rstd: str, argument: str, eps: str) -> str:
+        """`_` is reserved: no spec names a value so (symgrad.frontend.names)."""
+        call = f"torch.native_layer_norm({argument}, {argument}.shape[-1:], None, None, {eps})"
+        return f"{xhat}, _, {rstd} = {call}"
+
 
 def _dims(dims: tuple[int, ...]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
