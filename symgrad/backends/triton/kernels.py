@@ -3,7 +3,7 @@
 Note [Triton kernels]: the loops are symgrad.backends.cpp.fused's (the same acceptance
 rules: Note [Fused loops]), printed by TritonPrinter over blocks of float32 values
 (float16 and bfloat16 are loaded and converted, and stored back in the input's dtype).
-Unlike the CPU loops, the forward kernel stores nothing but the output: the backward
+Unlike the CPU loops, the forward kernel stores nothing but the outputs: the backward
 kernel reads the inputs and recomputes (`fused_loops(store=False)`). A GPU elementwise
 kernel is bound by memory traffic, not arithmetic: a stored derivative is one more
 buffer written by the forward and read by the backward (six passes over memory for one
@@ -11,17 +11,28 @@ input and one output, against five, as torch.compile makes), and one more buffer
 between them, where the input is held anyway. Each tensor input of the broadcast shape
 is read flat; one that covers the trailing dims (a per-channel parameter) is read in
 place, its index taken modulo its size, and its gradient summed over tiles of rows in
-the backward kernel (Note [eager kernels]); any other is expanded first. This slice
-covers one output, not reduced, over tensor and float inputs; any other spec keeps the
-torch Function alone (`triton_kernels` returns None).
+the backward kernel (Note [eager kernels]); any other is expanded first.
+
+An output summed or averaged over every element (a loss) is summed per block by the
+forward kernel, one float32 partial sum per program, which torch then adds up (and
+divides by the element count for a mean): no atomics, so the same inputs give the same
+bits. Its gradient is one value, which the backward kernel loads once (`scalars`), and
+a mean's element count is the kernels' element count. Several outputs are stored by one
+forward kernel, and their gradients read by one backward kernel, which takes a missing
+gradient (None: `optional`) as zero. This slice covers outputs per element or reduced
+over every element, over tensor and float inputs, where each output reads every tensor
+input (so that it has the kernels' shape, or its sum runs over the kernels' elements);
+any other spec keeps the torch Function alone (`triton_kernels` returns None).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy
+
 from symgrad.ad.ir import Derived
-from symgrad.backends.cpp.fused import Loop, fused_loops
+from symgrad.backends.cpp.fused import FusedLoops, Loop, Summed, fused_loops
 from symgrad.backends.triton.printer import TritonPrinter
 from symgrad.frontend.model import InputType
 
@@ -36,6 +47,12 @@ class Kernel:
     stores: tuple[tuple[str, str], ...]
     # What the wrapper passes for each load, in order.
     arguments: tuple[str, ...]
+    # Loads of one value (a reduced output's gradient), read once, not per element.
+    scalars: tuple[str, ...] = ()
+    # Loads that may be None (the gradients of several outputs): zero where they are.
+    optional: tuple[str, ...] = ()
+    # Per store: summed over the block (one partial sum per program), not per element.
+    reduced: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,13 +64,18 @@ class TritonKernels:
     inputs: tuple[str, ...]
     tensor_inputs: tuple[str, ...]
     number_inputs: tuple[str, ...]
-    output: str
-    grad: str
+    outputs: tuple[str, ...]
+    # Each output's gradient, in the order of `outputs`.
+    grads: tuple[str, ...]
+    # Per output: how it is reduced over every element, or None for a value per element.
+    summed: tuple[Summed | None, ...]
+    # Element counts the backward reads (a mean's): each is the kernels' element count.
+    counts: tuple[str, ...]
     forward: Kernel
     backward: Kernel
     # (input, its gradient's name) per tensor input that gets a gradient, in order.
     gradients: tuple[tuple[str, str], ...]
-    # What the eager Function saves: the backward kernel's loads but the gradient.
+    # What the eager Function saves: the backward kernel's loads but the gradients.
     kept: tuple[str, ...]
 
 
@@ -61,7 +83,7 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
     """The Triton kernels of `derived` (Note [Triton kernels]), or None for a spec
     this slice does not cover."""
     spec = derived.spec
-    if spec.mode != "fused" or len(derived.outputs) != 1 or len(spec.outputs) != 1:
+    if spec.mode != "fused" or len(derived.outputs) != len(spec.outputs):
         return None
     if any(i.type not in (InputType.TENSOR, InputType.FLOAT) for i in spec.inputs):
         return None
@@ -70,28 +92,57 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
     # Nothing stored for the backward: it recomputes from the inputs (Note [Triton kernels]).
     printer = TritonPrinter({})
     loops = fused_loops(derived, {}, received, received, received, "", printer, store=False)
-    if loops is None or any(loops.summed) or loops.unused or loops.required:
+    if loops is None or loops.unused or loops.required or not loops.backward.loads:
         return None
-    grad = derived.backward[0].grad.name
+    if not _covered(derived, loops):
+        return None
     if len(loops.gradients) != len(tensors):
         return None  # an input without a gradient: the Function alone
-    gradients = tuple((name, received[name]) for name in tensors)
+    by_output = {part.output: part.grad.name for part in derived.backward}
+    grads = tuple(by_output[o] for o in derived.outputs)
+    scalars = tuple(g for g, how in zip(grads, loops.summed, strict=True) if how)
+    several = len(grads) > 1
     return TritonKernels(
         module=spec.module,
         class_name=spec.name,
         inputs=tuple(i.name for i in spec.inputs),
         tensor_inputs=tuple(tensors),
         number_inputs=tuple(i.name for i in spec.inputs if not i.is_tensor),
-        output=derived.outputs[0].name,
-        grad=grad,
-        forward=_kernel(loops.forward),
-        backward=_kernel(loops.backward),
-        gradients=gradients,
-        kept=tuple(name for name in loops.backward.arguments if name != grad),
+        outputs=tuple(o.name for o in derived.outputs),
+        grads=grads,
+        summed=loops.summed,
+        counts=tuple(printer.doprint(f.target) for f in derived.shape_facts),
+        forward=_kernel(loops.forward, reduced=tuple(bool(how) for how in loops.summed)),
+        backward=_kernel(loops.backward, scalars, grads if several else ()),
+        gradients=tuple((name, received[name]) for name in tensors),
+        kept=tuple(name for name in loops.backward.arguments if name not in grads),
     )
 
 
-def _kernel(loop: Loop) -> Kernel:
+def _covered(derived: Derived, loops: FusedLoops) -> bool:
+    """Whether every output has the kernels' shape (one value per element) or sums every
+    element of it: it reads each tensor input, and is not reduced over some dims only;
+    and each element count the backward reads is that of such a value."""
+    tensors = {i.symbol for i in derived.spec.tensor_inputs}
+    reads: dict[sympy.Basic, set[sympy.Basic]] = {}
+    for statement in derived.forward:  # what each forward value reads, through the others
+        symbols = statement.expr.free_symbols
+        reads[statement.target] = set().union(*(reads.get(s, {s}) for s in symbols))
+    for output, how in zip(derived.outputs, loops.summed, strict=True):
+        if not tensors <= reads[output.symbol] or (how is not None and how.dims):
+            return False
+    return all(
+        fact.expr.dims is None and tensors <= fact.expr.args[0].free_symbols
+        for fact in derived.shape_facts
+    )
+
+
+def _kernel(
+    loop: Loop,
+    scalars: tuple[str, ...] = (),
+    optional: tuple[str, ...] = (),
+    reduced: tuple[bool, ...] = (),
+) -> Kernel:
     """A fused loop as a kernel: its invariants are lines like any other."""
     return Kernel(
         loads=loop.loads,
@@ -99,4 +150,7 @@ def _kernel(loop: Loop) -> Kernel:
         lines=(*loop.invariants, *loop.lines),
         stores=tuple((pointer.removesuffix("_data"), value) for pointer, value in loop.stores),
         arguments=loop.arguments or loop.loads,
+        scalars=tuple(name for name in loop.loads if name in scalars),
+        optional=tuple(name for name in loop.loads if name in optional),
+        reduced=reduced or tuple(False for _ in loop.stores),
     )
