@@ -225,6 +225,8 @@ def test_specs_outside_the_slice_get_no_kernels() -> None:
     assert triton_kernels(derive(dataclasses.replace(spec, mode="fused"))) is not None
     assert triton_kernels(derive(api.load_spec(ROOT / "examples/swish.yaml"))) is None
     assert kernels({"y": "sin(x) * c", "z": "exp(x) + c"}) is not None
+    # A mean whose element count is that of a named forward value (tanh's).
+    assert kernels({"y": "mean(tanh(x - c))"}) is not None
     # An output of another shape than the kernels' (c's alone, where c is broadcast), a
     # sum of c alone beside x's output, a mean over the last dim only: the Function.
     assert kernels({"y": "sin(x)", "z": "exp(c)"}) is None

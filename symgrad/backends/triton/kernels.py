@@ -125,14 +125,18 @@ def _covered(derived: Derived, loops: FusedLoops) -> bool:
     and each element count the backward reads is that of such a value."""
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
     reads: dict[sympy.Basic, set[sympy.Basic]] = {}
-    for statement in derived.forward:  # what each forward value reads, through the others
-        symbols = statement.expr.free_symbols
-        reads[statement.target] = set().union(*(reads.get(s, {s}) for s in symbols))
+
+    def read(expr: sympy.Basic) -> set[sympy.Basic]:
+        """The inputs `expr` reads, through the forward values it names."""
+        return set().union(*(reads.get(s, {s}) for s in expr.free_symbols))
+
+    for statement in derived.forward:
+        reads[statement.target] = read(statement.expr)
     for output, how in zip(derived.outputs, loops.summed, strict=True):
         if not tensors <= reads[output.symbol] or (how is not None and how.dims):
             return False
     return all(
-        fact.expr.dims is None and tensors <= fact.expr.args[0].free_symbols
+        fact.expr.dims is None and tensors <= read(fact.expr.args[0])
         for fact in derived.shape_facts
     )
 
