@@ -127,6 +127,11 @@ LOSSES = {  # name: (inputs, outputs, the formula in plain torch)
         {"y": "sum((x - t)**2 * sin(x))"},
         lambda x, t: (((x - t) ** 2 * torch.sin(x)).sum(),),
     ),
+    "huber_rows": (  # per row: the forward over tiles of rows, t per channel
+        {"x": "tensor", "t": "tensor"},
+        {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5), dim=-1)"},
+        lambda x, t: (F.huber_loss(x, t.expand_as(x), reduction="none").mean(-1),),
+    ),
     "two": (  # c per channel: its gradient summed by tiles of rows in the kernel
         {"x": "tensor", "c": "tensor"},
         {"y": "sin(x) * c", "z": "exp(x) + c"},
@@ -144,7 +149,8 @@ for name, (inputs, outputs, formula) in LOSSES.items():
         module._triton_read = lambda t, *rest: missing.append(t is None) or by_read(t, *rest)
     for dtype, tol, gtol in ((torch.float32, 1e-5, 1e-5), (torch.bfloat16, 1e-2, 2e-2)):
         x = torch.randn(3, 1027) * 2  # 3081 elements: not a multiple of the block
-        other = torch.rand(1027) + 0.5 if name == "two" else x + torch.randn_like(x)
+        per_channel = name in ("two", "huber_rows")
+        other = torch.rand(1027) + 0.5 if per_channel else x + torch.randn_like(x)
         args = [x.to(dtype).requires_grad_(), other.to(dtype).requires_grad_()]
         packed = []
         with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
@@ -227,11 +233,14 @@ def test_specs_outside_the_slice_get_no_kernels() -> None:
     assert kernels({"y": "sin(x) * c", "z": "exp(x) + c"}) is not None
     # A mean whose element count is that of a named forward value (tanh's).
     assert kernels({"y": "mean(tanh(x - c))"}) is not None
+    assert kernels({"y": "mean((x - c)**2, dim=-1)"}) is not None
     # An output of another shape than the kernels' (c's alone, where c is broadcast), a
-    # sum of c alone beside x's output, a mean over the last dim only: the Function.
+    # sum of c alone beside x's output, a mean over another dim than the last, a sum over
+    # every element beside one over the last dim: the Function.
     assert kernels({"y": "sin(x)", "z": "exp(c)"}) is None
     assert kernels({"y": "sin(x) * c", "z": "sum(c**2)"}) is None
-    assert kernels({"y": "mean((x - c)**2, dim=-1)"}) is None
+    assert kernels({"y": "mean((x - c)**2, dim=0)"}) is None
+    assert kernels({"y": "sum((x - c)**2)", "z": "sum((x - c)**2, dim=-1)"}) is None
 
 
 def test_the_module_imports_and_runs_without_triton() -> None:

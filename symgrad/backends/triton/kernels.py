@@ -45,10 +45,12 @@ class Kernel:
     numbers: tuple[str, ...]
     lines: tuple[str, ...]
     stores: tuple[tuple[str, str], ...]
-    # What the wrapper passes for each load, in order.
-    arguments: tuple[str, ...]
     # Loads of one value (a reduced output's gradient), read once, not per element.
     scalars: tuple[str, ...] = ()
+    # Loads of one value per row (a gradient of an output reduced over the last dim).
+    rowwise: tuple[str, ...] = ()
+    # What the wrapper passes for each load (a rowwise one: its output's gradient).
+    arguments: tuple[str, ...] = ()
     # Loads that may be None (the gradients of several outputs): zero where they are.
     optional: tuple[str, ...] = ()
     # Per store: summed over the block (one partial sum per program), not per element.
@@ -67,10 +69,13 @@ class TritonKernels:
     outputs: tuple[str, ...]
     # Each output's gradient, in the order of `outputs`.
     grads: tuple[str, ...]
-    # Per output: how it is reduced over every element, or None for a value per element.
+    # Per output: how it is reduced (every element, or the last dim), or None.
     summed: tuple[Summed | None, ...]
-    # Element counts the backward reads (a mean's): each is the kernels' element count.
-    counts: tuple[str, ...]
+    # Whether the forward runs over tiles of rows: it reduces outputs over the last dim.
+    rows: bool
+    # (name, its value) per element count the backward reads (a mean's): `n_elements`, or
+    # `row_length` where the mean is over the last dim.
+    counts: tuple[tuple[str, str], ...]
     forward: Kernel
     backward: Kernel
     # (input, its gradient's name) per tensor input that gets a gradient, in order.
@@ -92,15 +97,22 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
     # Nothing stored for the backward: it recomputes from the inputs (Note [Triton kernels]).
     printer = TritonPrinter({})
     loops = fused_loops(derived, {}, received, received, received, "", printer, store=False)
-    if loops is None or loops.unused or loops.required or not loops.backward.loads:
+    if loops is None or loops.unused or not loops.backward.loads:
         return None
-    if not _covered(derived, loops):
+    by_output = {part.output: part.grad.name for part in derived.backward}
+    grads = tuple(by_output[o] for o in derived.outputs)
+    rows = _by_rows(loops.summed)
+    counts = _counts(derived, rows)
+    arguments = _arguments(loops, grads, rows)
+    if rows is None or counts is None or arguments is None or not _covered(derived):
         return None
     if len(loops.gradients) != len(tensors):
         return None  # an input without a gradient: the Function alone
-    by_output = {part.output: part.grad.name for part in derived.backward}
-    grads = tuple(by_output[o] for o in derived.outputs)
-    scalars = tuple(g for g, how in zip(grads, loops.summed, strict=True) if how)
+    # A reduced output's gradient: one value, or one per row (read as such where the
+    # loop reads it unsqueezed, and where it keeps the reduced dim).
+    reduced = tuple(g for g, how in zip(grads, loops.summed, strict=True) if how is not None)
+    unsqueezed = (n for n, a in zip(loops.backward.loads, arguments, strict=True) if n != a)
+    scalars, rowwise = ((), (*unsqueezed, *reduced)) if rows else (reduced, ())
     several = len(grads) > 1
     return TritonKernels(
         module=spec.module,
@@ -111,18 +123,58 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         outputs=tuple(o.name for o in derived.outputs),
         grads=grads,
         summed=loops.summed,
-        counts=tuple(printer.doprint(f.target) for f in derived.shape_facts),
+        rows=rows,
+        counts=counts,
         forward=_kernel(loops.forward, reduced=tuple(bool(how) for how in loops.summed)),
-        backward=_kernel(loops.backward, scalars, grads if several else ()),
+        backward=_kernel(
+            loops.backward, scalars, grads if several else (), rowwise=rowwise, arguments=arguments
+        ),
         gradients=tuple((name, received[name]) for name in tensors),
-        kept=tuple(name for name in loops.backward.arguments if name not in grads),
+        kept=tuple(name for name in arguments if name not in grads),
     )
 
 
-def _covered(derived: Derived, loops: FusedLoops) -> bool:
-    """Whether every output has the kernels' shape (one value per element) or sums every
-    element of it: it reads each tensor input, and is not reduced over some dims only;
-    and each element count the backward reads is that of such a value."""
+def _by_rows(summed: tuple[Summed | None, ...]) -> bool | None:
+    """Whether the reduced outputs are reduced over the last dim (True) or over every
+    element (False); None where they mix the two, or reduce over other dims."""
+    kinds = {how.dims for how in summed if how is not None}
+    if kinds <= {()}:
+        return False
+    return True if kinds == {(-1,)} else None
+
+
+def _counts(derived: Derived, rows: bool | None) -> tuple[tuple[str, str], ...] | None:
+    """(name, value in the launchers) of each element count the backward reads, or None
+    for a count of other dims than the reductions the kernels make."""
+    printer = TritonPrinter({})  # the names fused_loops' printer gave them
+    wanted = (-1,) if rows else None
+    if any(fact.expr.dims != wanted for fact in derived.shape_facts):
+        return None
+    value = "row_length" if rows else "n_elements"
+    return tuple((printer.doprint(fact.target), value) for fact in derived.shape_facts)
+
+
+def _arguments(
+    loops: FusedLoops, grads: tuple[str, ...], rows: bool | None
+) -> tuple[str, ...] | None:
+    """What the launchers pass for each backward load: its own name, or for a gradient
+    unsqueezed over the last dim (a per-row output's), that gradient; None for any
+    other unsqueeze."""
+    made = []
+    for load, argument in zip(loops.backward.loads, loops.backward.arguments, strict=True):
+        if argument != load:
+            found = [g for g in grads if argument == f"({g}.dim() > 0 ? {g}.unsqueeze(-1) : {g})"]
+            if not (rows and found):
+                return None
+            argument = found[0]
+        made.append(argument)
+    return tuple(made)
+
+
+def _covered(derived: Derived) -> bool:
+    """Whether every output has the kernels' shape (one value per element) or reduces a
+    value of that shape: it reads each tensor input, as does each value whose elements
+    the backward counts (a mean's)."""
     tensors = {i.symbol for i in derived.spec.tensor_inputs}
     reads: dict[sympy.Basic, set[sympy.Basic]] = {}
 
@@ -132,13 +184,9 @@ def _covered(derived: Derived, loops: FusedLoops) -> bool:
 
     for statement in derived.forward:
         reads[statement.target] = read(statement.expr)
-    for output, how in zip(derived.outputs, loops.summed, strict=True):
-        if not tensors <= reads[output.symbol] or (how is not None and how.dims):
-            return False
-    return all(
-        fact.expr.dims is None and tensors <= read(fact.expr.args[0])
-        for fact in derived.shape_facts
-    )
+    if any(not tensors <= reads[output.symbol] for output in derived.outputs):
+        return False
+    return all(tensors <= read(fact.expr.args[0]) for fact in derived.shape_facts)
 
 
 def _kernel(
@@ -146,6 +194,8 @@ def _kernel(
     scalars: tuple[str, ...] = (),
     optional: tuple[str, ...] = (),
     reduced: tuple[bool, ...] = (),
+    rowwise: tuple[str, ...] = (),
+    arguments: tuple[str, ...] = (),
 ) -> Kernel:
     """A fused loop as a kernel: its invariants are lines like any other."""
     return Kernel(
@@ -153,8 +203,9 @@ def _kernel(
         numbers=loop.numbers,
         lines=(*loop.invariants, *loop.lines),
         stores=tuple((pointer.removesuffix("_data"), value) for pointer, value in loop.stores),
-        arguments=loop.arguments or loop.loads,
         scalars=tuple(name for name in loop.loads if name in scalars),
         optional=tuple(name for name in loop.loads if name in optional),
         reduced=reduced or tuple(False for _ in loop.stores),
+        rowwise=tuple(name for name in loop.loads if name in rowwise),
+        arguments=arguments or loop.loads,
     )
