@@ -1,6 +1,6 @@
 """The Triton kernels of `mode: fused` on a GPU (skipped without CUDA): values and gradients
 against the Function in float32 and bfloat16, block remainders, a per-channel input, losses
-(a mean and a sum over every element), two outputs (one's gradient None), the eager
+(a mean and a sum over every element, a mean per row), two outputs (one's gradient None), the eager
 Function's saved tensors (the inputs, nothing stored for the backward), double backward,
 the registered operator under torch.library.opcheck, and torch.compile(fullgraph=True)."""
 
@@ -36,6 +36,10 @@ CASES: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5))"},
     ),
     "squares_sum": ({"x": "tensor", "t": "tensor"}, {"y": "sum((x - t)**2 * sin(x))"}),
+    "huber_rows": (
+        {"x": "tensor", "t": "tensor"},
+        {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5), dim=-1)"},
+    ),
     "two": ({"x": "tensor", "beta": "tensor"}, {"y": "sin(x) * beta", "z": "exp(x) + beta"}),
 }
 CHANNELS = 1027  # not a multiple of the block
@@ -56,6 +60,8 @@ def _inputs(name: str, dtype: torch.dtype) -> list[torch.Tensor]:
         made.append(torch.rand(CHANNELS, device="cuda") + 0.5)
     if name in ("huber_mean", "squares_sum"):
         made.append(x + torch.randn_like(x))
+    if name == "huber_rows":  # a target per channel
+        made.append(torch.randn(CHANNELS, device="cuda") * 4)
     return [t.to(dtype).requires_grad_() for t in made]
 
 
@@ -145,7 +151,7 @@ def test_the_eager_function_saves_no_new_buffer(name: str, dtype: torch.dtype) -
     torch.testing.assert_close(got, kept, atol=0, rtol=0)
     own = {t.data_ptr() for t in (*args, *ys)}
     assert packed and all(p.data_ptr() in own for p in packed), name
-    if name in ("mish", "softplus", "huber_mean", "squares_sum", "two"):
+    if name in ("mish", "softplus", "huber_mean", "squares_sum", "huber_rows", "two"):
         # the inputs alone, as torch.compile saves
         assert [p.data_ptr() for p in packed] == [a.data_ptr() for a in args]
 

@@ -17,12 +17,17 @@ An output summed or averaged over every element (a loss) is summed per block by 
 forward kernel, one float32 partial sum per program, which torch then adds up (and
 divides by the element count for a mean): no atomics, so the same inputs give the same
 bits. Its gradient is one value, which the backward kernel loads once (`scalars`), and
-a mean's element count is the kernels' element count. Several outputs are stored by one
-forward kernel, and their gradients read by one backward kernel, which takes a missing
-gradient (None: `optional`) as zero. This slice covers outputs per element or reduced
-over every element, over tensor and float inputs, where each output reads every tensor
-input (so that it has the kernels' shape, or its sum runs over the kernels' elements);
-any other spec keeps the torch Function alone (`triton_kernels` returns None).
+a mean's element count is the kernels' element count. An output reduced over the last
+dim (a loss per row) makes the forward run over tiles of rows and columns (`rows`), one
+float32 partial sum per row and tile of columns, added up by torch the same way; its
+gradient holds one value per row, read at `offsets // row_length` (`rowwise`), and a
+mean's count is the row length. Several outputs are stored by one forward kernel, and
+their gradients read by one backward kernel, which takes a missing gradient (None:
+`optional`) as zero. This slice covers outputs per element or reduced over every element
+or over the last dim (not both kinds in one spec), over tensor and float inputs, where
+each output reads every tensor input (so that it has the kernels' shape, or reduces a
+value of that shape); any other spec keeps the torch Function alone (`triton_kernels`
+returns None).
 """
 
 from __future__ import annotations
