@@ -132,6 +132,11 @@ LOSSES = {  # name: (inputs, outputs, the formula in plain torch)
         {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5), dim=-1)"},
         lambda x, t: (F.huber_loss(x, t.expand_as(x), reduction="none").mean(-1),),
     ),
+    "rows_two": (  # two per-row losses, one keeping the dim
+        {"x": "tensor", "t": "tensor"},
+        {"y": "mean((x - t)**2, dim=-1, keepdim=True)", "z": "sum(sin(x - t), dim=-1)"},
+        lambda x, t: (((x - t) ** 2).mean(-1, keepdim=True), torch.sin(x - t).sum(-1)),
+    ),
     "two": (  # c per channel: its gradient summed by tiles of rows in the kernel
         {"x": "tensor", "c": "tensor"},
         {"y": "sin(x) * c", "z": "exp(x) + c"},

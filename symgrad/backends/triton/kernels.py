@@ -118,7 +118,9 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
     reduced = tuple(g for g, how in zip(grads, loops.summed, strict=True) if how is not None)
     unsqueezed = (n for n, a in zip(loops.backward.loads, arguments, strict=True) if n != a)
     scalars, rowwise = ((), (*unsqueezed, *reduced)) if rows else (reduced, ())
-    several = len(grads) > 1
+    # Several outputs: any gradient may be None, and so may each load made from one.
+    pairs = zip(loops.backward.loads, arguments, strict=True)
+    optional = tuple(n for n, a in pairs if a in grads) if len(grads) > 1 else ()
     return TritonKernels(
         module=spec.module,
         class_name=spec.name,
@@ -131,9 +133,7 @@ def triton_kernels(derived: Derived) -> TritonKernels | None:
         rows=rows,
         counts=counts,
         forward=_kernel(loops.forward, reduced=tuple(bool(how) for how in loops.summed)),
-        backward=_kernel(
-            loops.backward, scalars, grads if several else (), rowwise=rowwise, arguments=arguments
-        ),
+        backward=_kernel(loops.backward, scalars, optional, rowwise=rowwise, arguments=arguments),
         gradients=tuple((name, received[name]) for name in tensors),
         kept=tuple(name for name in arguments if name not in grads),
     )
