@@ -4,7 +4,8 @@
 each case (eager autograd of the formula written in plain torch, torch.compile of it, the
 generated fused Function, and torch's built-in kernels where it has them) at
 1e6, 1e7 and 1e8 elements in float32 and bfloat16, the bandwidth of the fused run against
-the copy bandwidth measured in the same run, the first call's cost and peak memory.
+the copy bandwidth measured in the same run, the first call's cost and peak memory,
+and whether the fused function ran the kernels (`fused_kernels`).
 Each is also timed by phase: forward alone, backward alone, and the host's
 time to issue fwd+bwd (`_host_ms`: until the calls return, before synchronising).
 `--dry-run` runs every step once at a tiny size on the CPU (Triton's interpreter where
@@ -268,10 +269,15 @@ def main(argv: list[str] | None = None) -> None:
                     # Where the time goes: forward, backward, and the host's share.
                     phases = _phases(function, args, device, repeat)
                     row |= {f"{label}_{phase}_ms": t * 1e3 for phase, t in phases.items()}
+                # Whether the fused function ran the Triton kernels (huber_mean, a loss,
+                # does since they sum over every element), not the Function's fallback.
+                y = fused(*args)
+                row["fused_kernels"] = type(y.grad_fn).__name__ == "_CaseTritonBackward"
                 # The least a fwd+bwd moves: inputs read twice (forward, backward), the
-                # output written and its gradient read, each input's gradient written.
+                # output written and its gradient read (one value for a loss), each
+                # input's gradient written.
                 inputs = sum(a.numel() * a.element_size() for a in args)
-                output = max(a.numel() for a in args) * args[0].element_size()
+                output = y.numel() * y.element_size()
                 moved = 2 * inputs + 2 * output + inputs
                 row["fused_bandwidth_pct"] = 100 * moved / row["fused_ms"] * 1e3 / bandwidth
                 row["copy_gb_s"] = bandwidth / 1e9

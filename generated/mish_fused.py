@@ -540,19 +540,26 @@ if triton is not None:
                 mask=mask,
             )
 
-    @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
-    def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
-        """The forward kernel: the output, and what the backward kernel reads."""
-        shape = torch.broadcast_shapes(
-            x.shape,
-        )
+    def _mish_fused_forward_run(
+        kernel: Any,
+        eager: bool,
+        x: Any,
+    ) -> list[torch.Tensor]:
+        """The forward kernel, launched straight (`eager`) or through wrap_triton: the
+        outputs, a reduced one the sum of its partial sums."""
+        shape = x.shape
+        n_elements = math.prod(shape)
         x_in, x_flat = _triton_layout(x, shape)
         y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
-        n_elements = y_out.numel()
         if n_elements:
-            torch.library.wrap_triton(_mish_fused_forward_kernel)[
-                (triton.cdiv(n_elements, _TRITON_BLOCK),)
-            ](
+            launch = (
+                kernel[_triton_grid(n_elements)]
+                if eager
+                else torch.library.wrap_triton(kernel)[
+                    (triton.cdiv(n_elements, _TRITON_BLOCK),)
+                ]
+            )
+            launch(
                 x_in,
                 x_in.numel(),
                 y_out,
@@ -564,17 +571,26 @@ if triton is not None:
             y_out,
         ]
 
+    @torch.library.triton_op("symgrad::mish_fused_triton_forward", mutates_args=())
+    def _mish_fused_triton_forward(x: torch.Tensor) -> list[torch.Tensor]:
+        """The forward kernel: the outputs."""
+        return _mish_fused_forward_run(
+            _mish_fused_forward_kernel,
+            False,
+            x,
+        )
+
     @torch.library.triton_op("symgrad::mish_fused_triton_backward", mutates_args=())
     def _mish_fused_triton_backward(
-        grad_y: torch.Tensor,
-        x: torch.Tensor,
+        grad_y: torch.Tensor, x: torch.Tensor, frame: list[int]
     ) -> list[torch.Tensor]:
-        """The backward kernel: each tensor input's gradient, summed to its shape."""
-        shape = grad_y.shape
+        """The backward kernel over the kernels' shape `frame`: each tensor input's
+        gradient of that shape."""
+        shape = torch.Size(frame)
+        n_elements = math.prod(shape)
+        grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
         grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
         x_in, x_flat = _triton_layout(x, shape)
-        grad_x_out = torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
-        n_elements = grad_y.numel()
         if n_elements:
             torch.library.wrap_triton(_mish_fused_backward_kernel)[
                 (triton.cdiv(n_elements, _TRITON_BLOCK),)
@@ -596,22 +612,27 @@ if triton is not None:
     def _mish_fused_triton_setup(
         ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
     ) -> None:
-        """Keep the inputs and the output, what the backward kernel may read."""
+        """Keep the inputs and the outputs, what the backward kernel may read."""
         (x,) = inputs
         ctx.save_for_backward(x, *output)
         ctx.numbers = ()
-        ctx.set_materialize_grads(True)
+        ctx.frame = list(
+            torch.broadcast_shapes(
+                x.shape,
+            )
+        )
+        ctx.set_materialize_grads(True)  # a missing gradient arrives as zeros
 
     def _mish_fused_triton_gradient(ctx: Any, grads: list[Any]) -> tuple[Any, ...]:
         """The backward kernel; the Function's where the graph is kept."""
-        x, y = ctx.saved_tensors
-        grad_y = grads[0]
-        if torch.is_grad_enabled():
-            return _mish_fused_triton_twice((x,), grad_y)
-        (grad_x,) = _mish_fused_triton_backward(
-            grad_y,
+        (
             x,
-        )
+            y,
+        ) = ctx.saved_tensors
+        (grad_y,) = grads
+        if torch.is_grad_enabled():
+            return _mish_fused_triton_twice((x,), (grad_y,))
+        (grad_x,) = _mish_fused_triton_backward(grad_y, x, ctx.frame)
         return (grad_x.sum_to_size(x.shape),)
 
     _mish_fused_triton_forward.register_autograd(
@@ -619,14 +640,20 @@ if triton is not None:
     )
 
     def _mish_fused_triton_twice(
-        inputs: tuple[Any, ...], grad_y: torch.Tensor
+        inputs: tuple[Any, ...], grads: tuple[Any, ...]
     ) -> tuple[Any, ...]:
         """The gradients with their graph kept (double backward): the Function's."""
         (x,) = inputs
-        y = _plain_mish_fused(x)
+        given = [(_plain_mish_fused(x), grads[0])]
         wanted = [t for t in (x,) if t.requires_grad]
         found = iter(
-            torch.autograd.grad(y, wanted, grad_y, create_graph=True, allow_unused=True)
+            torch.autograd.grad(
+                [o for o, _ in given],
+                wanted,
+                [g for _, g in given],
+                create_graph=True,
+                allow_unused=True,
+            )
         )
         return tuple(
             next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None
@@ -648,29 +675,25 @@ if triton is not None:
             ctx: Any,
             x: Any,
         ) -> torch.Tensor:  # type: ignore[override,unused-ignore]
-            shape = x.shape
-            x_in, x_flat = _triton_layout(x, shape)
-            y_out = torch.empty(shape, dtype=x.dtype, device=x.device)
-            n_elements = y_out.numel()
-            if n_elements:
-                _mish_fused_forward_kernel[_triton_grid(n_elements)](
-                    x_in,
-                    x_in.numel(),
-                    y_out,
-                    n_elements,
-                    X_FLAT=x_flat,
-                    BLOCK=_TRITON_BLOCK,
-                )
+            (y_out,) = _mish_fused_forward_run(
+                _mish_fused_forward_kernel,
+                True,
+                x,
+            )
             ctx.keeps_inputs = True
             ctx.save_for_backward(
                 x,
             )
             ctx.numbers = ()
             ctx.shapes = (x.shape,)
+            ctx.frame = (x.shape, x.dtype, x.device)
             return y_out
 
         @staticmethod
-        def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override,unused-ignore]
+        def backward(
+            ctx: Any,
+            grad_y: torch.Tensor,
+        ) -> tuple[Any, ...]:  # type: ignore[override,unused-ignore]
             saved = ctx.saved_tensors
             (x,) = saved[:1]
             if torch.is_grad_enabled():  # the graph kept: the Function's operations
@@ -680,11 +703,9 @@ if triton is not None:
                         " the inputs, which they keep only where mish_fused's module"
                         " had triton_keeps_inputs = True at the forward"
                     )
-                return _mish_fused_triton_twice((x,), grad_y)
-            shape = grad_y.shape
-            grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
-            x_in, x_flat = _triton_layout(x, shape)
-            n_elements = grad_y.numel()
+                return _mish_fused_triton_twice((x,), (grad_y,))
+            shape, dtype, device = ctx.frame
+            n_elements = math.prod(shape)
             (x_shape,) = ctx.shapes
             period = _triton_period(ctx.shapes, shape) if n_elements else 0
             tiles = triton.cdiv(n_elements // period, _TRITON_ROWS) if period else 0
@@ -692,10 +713,12 @@ if triton is not None:
             # per tile and column, never a buffer of the full shape.
             grad_x_summed = bool(period) and x_shape != shape
             grad_x_out = (
-                torch.empty((tiles, period), dtype=torch.float32, device=grad_y.device)
+                torch.empty((tiles, period), dtype=torch.float32, device=device)
                 if grad_x_summed
-                else torch.empty(shape, dtype=grad_y.dtype, device=grad_y.device)
+                else torch.empty(shape, dtype=dtype, device=device)
             )
+            grad_y_in, grad_y_flat = _triton_layout(grad_y, shape)
+            x_in, x_flat = _triton_layout(x, shape)
             if period:
                 grid = (tiles, triton.cdiv(period, _TRITON_COLUMNS))
                 _mish_fused_backward_rows_kernel[grid](
@@ -713,7 +736,7 @@ if triton is not None:
                     COLUMNS=_TRITON_COLUMNS,
                 )
                 if grad_x_summed:
-                    grad_x_out = grad_x_out.sum(0).to(grad_y.dtype).reshape(x_shape)
+                    grad_x_out = grad_x_out.sum(0).to(dtype).reshape(x_shape)
             elif n_elements:
                 _mish_fused_backward_kernel[_triton_grid(n_elements)](
                     grad_y_in,

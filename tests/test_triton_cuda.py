@@ -1,8 +1,8 @@
 """The Triton kernels of `mode: fused` on a GPU (skipped without CUDA): values and gradients
-against the Function in float32 and bfloat16, block remainders, a per-channel input, the
-eager Function's saved tensors (the inputs, nothing stored for the backward), double
-backward, the registered operator under torch.library.opcheck, and
-torch.compile(fullgraph=True)."""
+against the Function in float32 and bfloat16, block remainders, a per-channel input, losses
+(a mean and a sum over every element, a mean per row), two outputs (one's gradient None), the eager
+Function's saved tensors (the inputs, nothing stored for the backward), double backward,
+the registered operator under torch.library.opcheck, and torch.compile(fullgraph=True)."""
 
 from __future__ import annotations
 
@@ -26,18 +26,28 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf"),
 ]
 
-CASES = {
-    "mish": ({"x": "tensor"}, "x * tanh(softplus(x))"),
-    "softplus": ({"x": "tensor"}, "softplus(x)"),
-    "swish": ({"x": "tensor", "beta": "tensor"}, "x * sigmoid(beta * x)"),
-    "screened": ({"x": "tensor"}, "4 * (x**-12 - x**-6) * exp(-x / 2)"),
+CASES: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    "mish": ({"x": "tensor"}, {"y": "x * tanh(softplus(x))"}),
+    "softplus": ({"x": "tensor"}, {"y": "softplus(x)"}),
+    "swish": ({"x": "tensor", "beta": "tensor"}, {"y": "x * sigmoid(beta * x)"}),
+    "screened": ({"x": "tensor"}, {"y": "4 * (x**-12 - x**-6) * exp(-x / 2)"}),
+    "huber_mean": (
+        {"x": "tensor", "t": "tensor"},
+        {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5))"},
+    ),
+    "squares_sum": ({"x": "tensor", "t": "tensor"}, {"y": "sum((x - t)**2 * sin(x))"}),
+    "huber_rows": (
+        {"x": "tensor", "t": "tensor"},
+        {"y": "mean(where(abs(x - t) < 1, 0.5 * (x - t)**2, abs(x - t) - 0.5), dim=-1)"},
+    ),
+    "two": ({"x": "tensor", "beta": "tensor"}, {"y": "sin(x) * beta", "z": "exp(x) + beta"}),
 }
 CHANNELS = 1027  # not a multiple of the block
 
 
 def _module(name: str) -> Any:
-    inputs, formula = CASES[name]
-    spec = api.spec_from_dict({"name": "Case", "inputs": inputs, "outputs": {"y": formula}})
+    inputs, outputs = CASES[name]
+    spec = api.spec_from_dict({"name": "Case", "inputs": inputs, "outputs": outputs})
     return api.load_module(dataclasses.replace(spec, mode="fused", module=f"cuda_{name}"))
 
 
@@ -46,9 +56,23 @@ def _inputs(name: str, dtype: torch.dtype) -> list[torch.Tensor]:
     if name == "screened":
         x = torch.rand(5, CHANNELS, device="cuda") + 0.8
     made = [x]
-    if name == "swish":
+    if name in ("swish", "two"):
         made.append(torch.rand(CHANNELS, device="cuda") + 0.5)
+    if name in ("huber_mean", "squares_sum"):
+        made.append(x + torch.randn_like(x))
+    if name == "huber_rows":  # a target per channel
+        made.append(torch.randn(CHANNELS, device="cuda") * 4)
     return [t.to(dtype).requires_grad_() for t in made]
+
+
+def _outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    """A function's outputs as a tuple, one or several."""
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _total(result: Any) -> torch.Tensor:
+    """The sum of every element of every output."""
+    return torch.stack([y.sum() for y in _outputs(result)]).sum()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -57,19 +81,34 @@ def test_kernels_match_the_function(name: str, dtype: torch.dtype) -> None:
     module = _module(name)
     fused, plain = getattr(module, f"cuda_{name}"), getattr(module, f"_plain_cuda_{name}")
     args = _inputs(name, dtype)
-    y = fused(*args)
-    assert type(y.grad_fn).__name__ == "_CaseTritonBackward", type(y.grad_fn).__name__
+    ys = _outputs(fused(*args))
+    assert all(type(y.grad_fn).__name__ == "_CaseTritonBackward" for y in ys), ys
     exact = [a.detach().double().requires_grad_() for a in args]
-    reference = plain(*exact)
+    references = _outputs(plain(*exact))
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(y.double(), reference, atol=tolerance, rtol=tolerance)
-    g = torch.randn_like(y)
-    got_grads = torch.autograd.grad(y, args, g)
-    wanted = torch.autograd.grad(reference, exact, g.double())
+    for y, reference in zip(ys, references, strict=True):
+        scale = max(1.0, reference.abs().max().item())
+        torch.testing.assert_close(y.double(), reference, atol=tolerance * scale, rtol=tolerance)
+    gs = [torch.randn_like(y) for y in ys]
+    got_grads = torch.autograd.grad(ys, args, gs)
+    wanted = torch.autograd.grad(references, exact, [g.double() for g in gs])
     for got, want in zip(got_grads, wanted, strict=True):
         scale = max(1.0, want.abs().max().item())
         gtol = 1e-4 if dtype == torch.float32 else 4e-2
         torch.testing.assert_close(got.double(), want, atol=gtol * scale, rtol=gtol)
+
+
+def test_a_missing_gradient_is_zero() -> None:
+    module = _module("two")
+    fused, plain = module.cuda_two, module._plain_cuda_two
+    args = _inputs("two", torch.float32)
+    missing, by_read = [], module._triton_read
+    module._triton_read = lambda t, *rest: missing.append(t is None) or by_read(t, *rest)
+    for k in range(2):  # each output's gradient alone, the other's None
+        got = torch.autograd.grad(fused(*args)[k].sum(), args)
+        want = torch.autograd.grad(plain(*args)[k].sum(), args)
+        torch.testing.assert_close(got, want)
+    assert missing == [False, True, True, False], missing
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -84,11 +123,11 @@ def test_compiled_with_fullgraph_matches(name: str) -> None:
     fused = getattr(_module(name), f"cuda_{name}")
     args = _inputs(name, torch.float32)
     compiled = torch.compile(fused, fullgraph=True)
-    y, want = compiled(*args), fused(*args)
-    torch.testing.assert_close(y, want)
-    g = torch.randn_like(y)
-    expected_grads = torch.autograd.grad(want, args, g)
-    for got, expected in zip(torch.autograd.grad(y, args, g), expected_grads, strict=True):
+    ys, wants = _outputs(compiled(*args)), _outputs(fused(*args))
+    torch.testing.assert_close(ys, wants)
+    gs = [torch.randn_like(y) for y in ys]
+    expected_grads = torch.autograd.grad(wants, args, gs)
+    for got, expected in zip(torch.autograd.grad(ys, args, gs), expected_grads, strict=True):
         torch.testing.assert_close(got, expected)
 
 
@@ -100,20 +139,21 @@ def test_the_eager_function_saves_no_new_buffer(name: str, dtype: torch.dtype) -
     args = _inputs(name, dtype)
     packed: list[torch.Tensor] = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
-        y = fused(*args)
-    g = torch.randn_like(y)
+        ys = _outputs(fused(*args))
+    gs = [torch.randn_like(y) for y in ys]
     reduced, by_torch = [], module._triton_summed
     module._triton_summed = lambda g, shape: reduced.append(g.shape == shape) or by_torch(g, shape)
-    kept = torch.autograd.grad(y, args, g, retain_graph=True)
-    got = torch.autograd.grad(y, args, g)
+    kept = torch.autograd.grad(ys, args, gs, retain_graph=True)
+    got = torch.autograd.grad(ys, args, gs)
     # Every gradient reaches torch of its input's shape: swish's per-channel beta summed
     # in the kernel.
     assert reduced and all(reduced), reduced
     torch.testing.assert_close(got, kept, atol=0, rtol=0)
-    own = {t.data_ptr() for t in (*args, y)}
+    own = {t.data_ptr() for t in (*args, *ys)}
     assert packed and all(p.data_ptr() in own for p in packed), name
-    if name in ("mish", "softplus"):  # the input alone, as torch.compile saves
-        assert [p.data_ptr() for p in packed] == [args[0].data_ptr()]
+    if name in ("mish", "softplus", "huber_mean", "squares_sum", "huber_rows", "two"):
+        # the inputs alone, as torch.compile saves
+        assert [p.data_ptr() for p in packed] == [a.data_ptr() for a in args]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -122,9 +162,9 @@ def test_double_backward_runs_the_function(name: str) -> None:
     fused, plain = getattr(module, f"cuda_{name}"), getattr(module, f"_plain_cuda_{name}")
     args = _inputs(name, torch.float32)
     # Each case's backward kernel reads its inputs: no triton_keeps_inputs needed.
-    first = torch.autograd.grad(fused(*args).sum(), args, create_graph=True)
-    plain_first = torch.autograd.grad(plain(*args).sum(), args, create_graph=True)
+    first = torch.autograd.grad(_total(fused(*args)), args, create_graph=True)
+    plain_first = torch.autograd.grad(_total(plain(*args)), args, create_graph=True)
     torch.testing.assert_close(first, plain_first)
     sums = [sum(g.sum() for g in gs) for gs in (first, plain_first)]
-    got, want = (torch.autograd.grad(total, args) for total in sums)
+    got, want = (torch.autograd.grad(t, args, materialize_grads=True) for t in sums)
     torch.testing.assert_close(got, want)
