@@ -197,11 +197,7 @@ class DorefaWeight(torch.autograd.Function):
             abs0 = torch.abs(t)
         grad_w = None
         if need_w:
-            _t3 = torch.where(
-                (abs0 == torch.amax(abs0, dim=(), keepdim=True)),
-                torch.tensor(1, dtype=abs0.dtype, device=abs0.device),
-                0,
-            )
+            _t3 = (abs0 == torch.amax(abs0, dim=(), keepdim=True)).to(abs0.dtype)
             t = torch.tanh(w)
             _t4 = _t3 * torch.sign(t) / torch.sum(_t3)
         if grad_y is not None:
@@ -238,11 +234,7 @@ class DorefaWeight(torch.autograd.Function):
         tangent_amax1 = (
             torch.sum(torch.where(_t6, tangent_t * torch.sign(t), 0))
             * 1
-            / torch.sum(
-                torch.where(
-                    _t6, torch.tensor(1, dtype=abs0.dtype, device=abs0.device), 0
-                )
-            )
+            / torch.sum(_t6.to(abs0.dtype))
         )
         tangent_y = torch.addcmul(
             ((-1 / (2 * amax1)) * t) * (1 / amax1 * tangent_amax1),

@@ -226,24 +226,20 @@ class EdgeSoftmax(torch.autograd.Function):
                 + torch.index_select(_t3.new_zeros(_t0).index_add(0, dst, _t3), 0, dst)
             )
             _t5 = -_t4
-            _t6 = torch.where(
-                (
-                    score
-                    == torch.index_select(
-                        score.new_zeros((num_nodes, *score.shape[1:])).scatter_reduce(
-                            0,
-                            dst.view((-1,) + (1,) * (score.dim() - 1)).expand_as(score),
-                            score,
-                            "amax",
-                            include_self=False,
-                        ),
+            _t6 = (
+                score
+                == torch.index_select(
+                    score.new_zeros((num_nodes, *score.shape[1:])).scatter_reduce(
                         0,
-                        dst,
-                    )
-                ),
-                torch.tensor(1, dtype=score.dtype, device=score.device),
-                0,
-            )
+                        dst.view((-1,) + (1,) * (score.dim() - 1)).expand_as(score),
+                        score,
+                        "amax",
+                        include_self=False,
+                    ),
+                    0,
+                    dst,
+                )
+            ).to(score.dtype)
             grad_score = _t4 + _t6 * torch.index_select(
                 _t5.new_zeros(_t0).index_add(0, dst, _t5), 0, dst
             ) / torch.index_select(
@@ -274,9 +270,7 @@ class EdgeSoftmax(torch.autograd.Function):
             0,
             dst,
         )
-        _t8 = torch.where(
-            _t7, torch.tensor(1, dtype=score.dtype, device=score.device), 0
-        )
+        _t8 = _t7.to(score.dtype)
         _t9 = _t8.new_zeros((num_nodes, *_t8.shape[1:])).index_add(0, dst, _t8)
         _t10 = torch.where(_t7, tangent_score, 0)
         shifted = score - torch.index_select(

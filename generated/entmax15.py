@@ -187,16 +187,8 @@ class Entmax15(torch.autograd.Function):
         avg = _t0 * torch.cumsum(zs, -1)
         _t1 = zs**2
         delta = _t0 * (torch.addcmul(1 - torch.cumsum(_t1, -1), k, avg**2))
-        support = torch.where(
-            (avg - torch.sqrt(torch.relu(delta)) <= zs),
-            torch.tensor(
-                1,
-                dtype=torch.promote_types(
-                    torch.promote_types(avg.dtype, delta.dtype), zs.dtype
-                ),
-                device=avg.device,
-            ),
-            0,
+        support = (avg - torch.sqrt(torch.relu(delta)) <= zs).to(
+            torch.promote_types(torch.promote_types(avg.dtype, delta.dtype), zs.dtype)
         )
         size = torch.sum(support, dim=-1, keepdim=True)
         s1 = torch.sum(support * zs, dim=-1, keepdim=True)
@@ -277,16 +269,10 @@ class Entmax15(torch.autograd.Function):
             avg = _t0 * torch.cumsum(zs, -1)
             _t1 = zs**2
             delta = _t0 * (torch.addcmul(1 - torch.cumsum(_t1, -1), k, avg**2))
-            support = torch.where(
-                (avg - torch.sqrt(torch.relu(delta)) <= zs),
-                torch.tensor(
-                    1,
-                    dtype=torch.promote_types(
-                        torch.promote_types(avg.dtype, delta.dtype), zs.dtype
-                    ),
-                    device=avg.device,
-                ),
-                0,
+            support = (avg - torch.sqrt(torch.relu(delta)) <= zs).to(
+                torch.promote_types(
+                    torch.promote_types(avg.dtype, delta.dtype), zs.dtype
+                )
             )
         grad_x = None
         if need_x:
@@ -294,11 +280,7 @@ class Entmax15(torch.autograd.Function):
             _t6 = s1 * _t2**2
             _t7 = support * zs
             _t8 = torch.argsort(z, dim=-1, descending=True)
-            _t9 = torch.where(
-                (x == torch.amax(x, dim=-1, keepdim=True)),
-                torch.tensor(1, dtype=x.dtype, device=x.device),
-                0,
-            )
+            _t9 = (x == torch.amax(x, dim=-1, keepdim=True)).to(x.dtype)
             _t10 = _t9 / torch.sum(_t9, dim=-1, keepdim=True)
             _t11 = _t5 * _t6
             _t12 = _t5 * _t7
@@ -380,25 +362,13 @@ class Entmax15(torch.autograd.Function):
         avg = _t0 * torch.cumsum(zs, -1)
         _t1 = zs**2
         delta = _t0 * (torch.addcmul(1 - torch.cumsum(_t1, -1), k, avg**2))
-        support = torch.where(
-            (avg - torch.sqrt(torch.relu(delta)) <= zs),
-            torch.tensor(
-                1,
-                dtype=torch.promote_types(
-                    torch.promote_types(avg.dtype, delta.dtype), zs.dtype
-                ),
-                device=avg.device,
-            ),
-            0,
+        support = (avg - torch.sqrt(torch.relu(delta)) <= zs).to(
+            torch.promote_types(torch.promote_types(avg.dtype, delta.dtype), zs.dtype)
         )
         tangent_amax0 = (
             torch.sum(torch.where(_t28, tangent_x, 0), dim=-1, keepdim=True)
             * 1
-            / torch.sum(
-                torch.where(_t28, torch.tensor(1, dtype=x.dtype, device=x.device), 0),
-                dim=-1,
-                keepdim=True,
-            )
+            / torch.sum(_t28.to(x.dtype), dim=-1, keepdim=True)
         )
         tangent_z = tangent_x / 2 - tangent_amax0 / 2
         tangent_zs = torch.gather(

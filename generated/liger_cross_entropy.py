@@ -199,11 +199,7 @@ class LigerCrossEntropy(torch.autograd.Function):
             + lse_square_scale * lse**2
             + (1 - label_smoothing) * (lse - picked)
         )
-        sum3 = torch.sum(
-            torch.where(
-                _t0, torch.tensor(1, dtype=target.dtype, device=target.device), 0
-            )
-        )
+        sum3 = torch.sum(_t0.to(target.dtype))
         sum4 = torch.sum(torch.where(_t0, row, 0))
         loss = sum4 / sum3
         return loss, lse
@@ -284,13 +280,7 @@ class LigerCrossEntropy(torch.autograd.Function):
         if grad_loss is not None:
             if need_x:
                 _t0 = target != ignore_index
-                sum3 = torch.sum(
-                    torch.where(
-                        _t0,
-                        torch.tensor(1, dtype=target.dtype, device=target.device),
-                        0,
-                    )
-                )
+                sum3 = torch.sum(_t0.to(target.dtype))
                 _t10 = _sum_to(1 / sum3 * grad_loss, _t4, _t2)
                 _t11 = torch.where(_t0, _t10, 0)
                 _t12 = 1 - label_smoothing
@@ -337,11 +327,7 @@ class LigerCrossEntropy(torch.autograd.Function):
         _t1, _t2, _t3, _t4, _t5, _t6, _t7, _t8 = ctx.shape_facts
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t0 = target != ignore_index
-        sum3 = torch.sum(
-            torch.where(
-                _t0, torch.tensor(1, dtype=target.dtype, device=target.device), 0
-            )
-        )
+        sum3 = torch.sum(_t0.to(target.dtype))
         tangent_lse = torch.sum(tangent_x * torch.exp(x - _unsqueeze_last(lse)), dim=-1)
         tangent_picked = torch.sum(
             torch.gather(tangent_x, -1, torch.where(_t0, target, 0).unsqueeze(-1)),

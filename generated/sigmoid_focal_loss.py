@@ -299,20 +299,7 @@ class SigmoidFocalLoss(torch.autograd.Function):
                 1,
             )
             _t14 = torch.where(
-                _t6,
-                _t11
-                * _t13
-                * _t12
-                ** (
-                    -1
-                    + _t13
-                    + torch.where(
-                        (_t13 == 0),
-                        torch.tensor(1, dtype=_t13.dtype, device=_t13.device),
-                        0,
-                    )
-                ),
-                0,
+                _t6, _t11 * _t13 * _t12 ** (-1 + _t13 + (_t13 == 0).to(_t13.dtype)), 0
             )
             _t15 = torch.where(
                 _t7,
@@ -358,20 +345,7 @@ class SigmoidFocalLoss(torch.autograd.Function):
                 1,
             )
             _t20 = torch.where(
-                _t7,
-                _t19
-                * _t17
-                * _t18
-                ** (
-                    -1
-                    + _t19
-                    + torch.where(
-                        (_t19 == 0),
-                        torch.tensor(1, dtype=_t19.dtype, device=_t19.device),
-                        0,
-                    )
-                ),
-                0,
+                _t7, _t19 * _t17 * _t18 ** (-1 + _t19 + (_t19 == 0).to(_t19.dtype)), 0
             )
             _t21 = torch.where(_t6, _t9 * _t12**_t13, 0)
             _t22 = torch.where(_t7, -_t8 * _t15 * _t18**_t19, 0)
@@ -495,31 +469,13 @@ class SigmoidFocalLoss(torch.autograd.Function):
             + _t26
             * _t27
             * _t28
-            * _t33
-            ** (
-                -1
-                + _t26
-                + torch.where(
-                    (_t26 == 0),
-                    torch.tensor(1, dtype=_t26.dtype, device=_t26.device),
-                    0,
-                )
-            )
+            * _t33 ** (-1 + _t26 + (_t26 == 0).to(_t26.dtype))
             * torch.where(_t25, tangent_p, 0),
             _t31 * _t34**_t30 * torch.where(_t29, tangent_x, 0) * torch.expm1(_t32)
             + _t30
             * _t31
             * _t32
-            * _t34
-            ** (
-                -1
-                + _t30
-                + torch.where(
-                    (_t30 == 0),
-                    torch.tensor(1, dtype=_t30.dtype, device=_t30.device),
-                    0,
-                )
-            )
+            * _t34 ** (-1 + _t30 + (_t30 == 0).to(_t30.dtype))
             * torch.where(_t29, tangent_p, 0),
         )
         tangent_sum0 = torch.sum(_sum_to(tangent_term, _t3, _t3), dim=-1)

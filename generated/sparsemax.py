@@ -152,21 +152,17 @@ class Sparsemax(torch.autograd.Function):
         z: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         zs = torch.sort(z, dim=-1, descending=True).values
-        support = torch.where(
-            (
+        support = (
+            1
+            + zs
+            * (
                 1
-                + zs
-                * (
-                    1
-                    + torch.arange(
-                        zs.size(-1), dtype=zs.dtype, device=zs.device
-                    ).expand_as(zs)
+                + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(
+                    zs
                 )
-                > torch.cumsum(zs, -1)
-            ),
-            torch.tensor(1, dtype=zs.dtype, device=zs.device),
-            0,
-        )
+            )
+            > torch.cumsum(zs, -1)
+        ).to(zs.dtype)
         sum0 = torch.sum(support, dim=-1, keepdim=True)
         sum1 = torch.sum(support * zs, dim=-1, keepdim=True)
         tau = (-1 + sum1) / sum0
@@ -213,21 +209,17 @@ class Sparsemax(torch.autograd.Function):
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             zs = torch.sort(z, dim=-1, descending=True).values
-            support = torch.where(
-                (
+            support = (
+                1
+                + zs
+                * (
                     1
-                    + zs
-                    * (
-                        1
-                        + torch.arange(
-                            zs.size(-1), dtype=zs.dtype, device=zs.device
-                        ).expand_as(zs)
-                    )
-                    > torch.cumsum(zs, -1)
-                ),
-                torch.tensor(1, dtype=zs.dtype, device=zs.device),
-                0,
-            )
+                    + torch.arange(
+                        zs.size(-1), dtype=zs.dtype, device=zs.device
+                    ).expand_as(zs)
+                )
+                > torch.cumsum(zs, -1)
+            ).to(zs.dtype)
         grad_z = None
         if need_z:
             _t2 = 1 / sum0
@@ -255,21 +247,17 @@ class Sparsemax(torch.autograd.Function):
         p_shape, sum0_shape, tau_shape, zs_shape, support_shape = ctx.output_shapes
         (tangent_z,) = _fill_tangents((tangent_z,), ctx.tangent_shapes)
         zs = torch.sort(z, dim=-1, descending=True).values
-        support = torch.where(
-            (
+        support = (
+            1
+            + zs
+            * (
                 1
-                + zs
-                * (
-                    1
-                    + torch.arange(
-                        zs.size(-1), dtype=zs.dtype, device=zs.device
-                    ).expand_as(zs)
+                + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(
+                    zs
                 )
-                > torch.cumsum(zs, -1)
-            ),
-            torch.tensor(1, dtype=zs.dtype, device=zs.device),
-            0,
-        )
+            )
+            > torch.cumsum(zs, -1)
+        ).to(zs.dtype)
         tangent_zs = torch.gather(
             tangent_z, -1, torch.argsort(z, dim=-1, descending=True)
         )

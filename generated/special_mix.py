@@ -209,15 +209,10 @@ class SpecialMix(torch.autograd.Function):
             grad_p = grad_y * (
                 _t0 * atan22 / (p * (1 - p))
                 + torch.special.xlogy(
-                    torch.where(
-                        ((p == 0) & (a <= 0)),
-                        torch.tensor(
-                            0,
-                            dtype=torch.promote_types(a.dtype, p.dtype),
-                            device=a.device,
-                        ),
-                        1,
-                    ),
+                    ((p == 0) & (a <= 0))
+                    .to(torch.promote_types(a.dtype, p.dtype))
+                    .mul_(-1)
+                    .add_(1),
                     a,
                 )
             )
@@ -276,13 +271,10 @@ class SpecialMix(torch.autograd.Function):
             ),
             tangent_p,
             torch.special.xlogy(
-                torch.where(
-                    ((p == 0) & (a <= 0)),
-                    torch.tensor(
-                        0, dtype=torch.promote_types(a.dtype, p.dtype), device=a.device
-                    ),
-                    1,
-                ),
+                ((p == 0) & (a <= 0))
+                .to(torch.promote_types(a.dtype, p.dtype))
+                .mul_(-1)
+                .add_(1),
                 a,
             ),
         )

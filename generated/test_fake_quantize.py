@@ -62,14 +62,10 @@ def reference(x, scale, zero, low, high) -> tuple[torch.Tensor, ...]:
         scale * (-zero + torch.clamp(zero + torch.round(x.detach() / scale), low, high))
         + (x - x.detach())
         * (
-            torch.where(
-                (
-                    (zero + torch.round(x / scale) >= low)
-                    & (zero + torch.round(x / scale) <= high)
-                ),
-                torch.tensor(1, dtype=x.dtype, device=x.device),
-                0,
-            )
+            (
+                (zero + torch.round(x / scale) >= low)
+                & (zero + torch.round(x / scale) <= high)
+            ).to(x.dtype)
         ).detach()
     )
     return (y,)

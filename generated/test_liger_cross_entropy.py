@@ -77,13 +77,7 @@ def reference(
     loss = (
         torch.sum(torch.where((target != ignore_index), row, 0))
         * 1
-        / torch.sum(
-            torch.where(
-                (target != ignore_index),
-                torch.tensor(1, dtype=target.dtype, device=target.device),
-                0,
-            )
-        )
+        / torch.sum((target != ignore_index).to(target.dtype))
     )
     return (loss,)
 

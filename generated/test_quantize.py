@@ -58,14 +58,7 @@ def reference(x, step) -> tuple[torch.Tensor, ...]:
     index = torch.floor(x / step)
     value = (
         step * torch.round(x.detach() / step)
-        + (x - x.detach())
-        * (
-            torch.where(
-                ((-4 <= x) & (x <= 4)),
-                torch.tensor(1, dtype=x.dtype, device=x.device),
-                0,
-            )
-        ).detach()
+        + (x - x.detach()) * (((-4 <= x) & (x <= 4)).to(x.dtype)).detach()
     )
     return (
         value,

@@ -139,9 +139,7 @@ TEXTS: list[tuple[sympy.Basic, str]] = [
     ),
     (
         where(Gt(X, Y), 1, 0),
-        "at::where((x > y), at::scalar_tensor(1, at::TensorOptions().dtype("
-        "at::promote_types(at::result_type(x, 1), at::result_type(y, 1)))"
-        ".device(x.device())), 0)",
+        "(x > y).to(at::promote_types(at::result_type(x, 1), at::result_type(y, 1)))",
     ),
     (
         where(Gt(LO, 0), X, 1),

@@ -57,17 +57,22 @@ FORMS = {
         "b*(~(x > 0))*(-2)",
         "b*(~(x > 0))*(-2)",
     ),
-    "a select of two nonzero numbers stays a where (no NaN from an infinite factor)": (
+    "a select of two small integers: the cast boolean, scaled and shifted in place": (
         a * piecewise.where(piecewise.Gt(x, 0), 1, -1),
-        "a*torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), -1)",
-        "a*at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
-        ".dtype(at::result_type(x, 1)).device(x.device())), -1)",
+        "a*(x > 0).to(x.dtype).mul_(2).add_(-1)",
+        "a*(x > 0).to(at::result_type(x, 1)).mul_(2).add_(-1)",
     ),
-    "a number times a select: the select (no tensor gives the dtype)": (
+    "a select of two other numbers stays a where": (
+        a * piecewise.where(piecewise.Gt(x, 0), 0.5, -1),
+        "a*torch.where((x > 0), torch.tensor(0.5, dtype=(x.dtype if x.is_floating_point() "
+        "else torch.get_default_dtype()), device=x.device), -1)",
+        "a*at::where((x > 0), at::scalar_tensor(0.5, at::TensorOptions()"
+        ".dtype(at::result_type(x, 0.5)).device(x.device())), -1)",
+    ),
+    "a number times a select of 1 and 0: the boolean cast (the number gives no dtype)": (
         2 * piecewise.where(piecewise.Gt(x, 0), 1, 0),
-        "2*torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 0)",
-        "2*at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
-        ".dtype(at::result_type(x, 1)).device(x.device())), 0)",
+        "2*(x > 0).to(x.dtype)",
+        "2*(x > 0).to(at::result_type(x, 1))",
     ),
     "a product of two tensors in a sum: addcmul": (
         a + b * c,
@@ -103,11 +108,22 @@ FORMS = {
         "torch.clamp(torch.clamp(x, min=a), max=1)",
         "at::clamp_max(at::clamp_min(x, a), 1)",
     ),
-    "where of two numbers on a tensor condition: the promoted dtype": (
+    "where of two integers on a tensor condition: the boolean in the promoted dtype": (
         piecewise.Where(x > 0, 1, 2),
-        "torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 2)",
+        "(x > 0).to(x.dtype).mul_(-1).add_(2)",
+        "(x > 0).to(at::result_type(x, 1)).mul_(-1).add_(2)",
+    ),
+    "where of two numbers on a tensor condition: the promoted dtype": (
+        piecewise.Where(x > 0, 1, 2.5),
+        "torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 2.5)",
         "at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
-        ".dtype(at::result_type(x, 1)).device(x.device())), 2)",
+        ".dtype(at::result_type(x, 1)).device(x.device())), 2.5)",
+    ),
+    "where of integers past bfloat16's exact range: a where": (
+        piecewise.Where(x > 0, 1000, 0),
+        "torch.where((x > 0), torch.tensor(1000, dtype=x.dtype, device=x.device), 0)",
+        "at::where((x > 0), at::scalar_tensor(1000, at::TensorOptions()"
+        ".dtype(at::result_type(x, 1000)).device(x.device())), 0)",
     ),
     "where decided without tensors: still a tensor where": (
         piecewise.Where(k > 0, x, 2),

@@ -1,6 +1,7 @@
-"""A gradient times a `where` of a number and 0 multiplies by the boolean (Note [Selects of
-numbers] in symgrad.backends.forms.arithmetic): the same values as the select, NaN and inf
-in the incoming gradient included, in every dtype, with double backward."""
+"""A gradient times a `where` of a number and 0 multiplies by the boolean, and a `where` of
+two small integers is the boolean cast, scaled and shifted (Note [Selects of numbers] in
+symgrad.backends.forms.arithmetic): the same values as the select, NaN and inf in the
+incoming gradient included, in every dtype, with double backward."""
 
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ GRADIENTS: dict[str, tuple[str, str, Condition, tuple[float, float]]] = {
         lambda x: x.abs() <= 1,
         (0.0, -3.0),
     ),
-    "two nonzero numbers (brevitas's binary sign) stay a where": (
+    "two integers (brevitas's binary sign): the cast boolean, scaled and shifted": (
         "where(x >= 0, 1, -1)",
-        "torch.where(",
+        "grad_y * (x >= 0).to(x.dtype).mul_(2).add_(-1)",
         lambda x: x >= 0,
         (1.0, -1.0),
     ),

@@ -144,11 +144,8 @@ struct DorefaWeight : public torch::autograd::Function<DorefaWeight> {
       abs0 = at::abs(t);
     }
     if (need_w) {
-      _t3 = at::where((abs0 == at::amax(abs0, at::IntArrayRef{}, true)),
-                      at::scalar_tensor(1, at::TensorOptions()
-                                               .dtype(at::result_type(abs0, 1))
-                                               .device(abs0.device())),
-                      0);
+      _t3 = (abs0 == at::amax(abs0, at::IntArrayRef{}, true))
+                .to(at::result_type(abs0, 1));
       t = at::tanh(w);
       _t4 = _t3 * at::sign(t) / at::sum(_t3);
     }

@@ -209,27 +209,23 @@ struct EdgeSoftmax : public torch::autograd::Function<EdgeSoftmax> {
              at::index_select(at::index_add(at::zeros(_t0, _t3.options()), 0, dst, _t3),
                               0, dst));
       _t5 = -_t4;
-      _t6 = at::where(
-          (score == at::index_select(at::scatter_reduce(
-                                         [&] {
-                                           auto sizes = score.sizes().vec();
-                                           sizes[at::maybe_wrap_dim(0, score.dim())] =
-                                               num_nodes;
-                                           return at::zeros(sizes, score.options());
-                                         }(),
-                                         0,
-                                         [&] {
-                                           std::vector<int64_t> sizes(score.dim(), 1);
-                                           sizes[at::maybe_wrap_dim(0, score.dim())] =
-                                               -1;
-                                           return dst.view(sizes).expand_as(score);
-                                         }(),
-                                         score, "amax", false),
-                                     0, dst)),
-          at::scalar_tensor(1, at::TensorOptions()
-                                   .dtype(at::result_type(score, 1))
-                                   .device(score.device())),
-          0);
+      _t6 = (score == at::index_select(at::scatter_reduce(
+                                           [&] {
+                                             auto sizes = score.sizes().vec();
+                                             sizes[at::maybe_wrap_dim(0, score.dim())] =
+                                                 num_nodes;
+                                             return at::zeros(sizes, score.options());
+                                           }(),
+                                           0,
+                                           [&] {
+                                             std::vector<int64_t> sizes(score.dim(), 1);
+                                             sizes[at::maybe_wrap_dim(0, score.dim())] =
+                                                 -1;
+                                             return dst.view(sizes).expand_as(score);
+                                           }(),
+                                           score, "amax", false),
+                                       0, dst))
+                .to(at::result_type(score, 1));
       grad_score =
           _t4 +
           _t6 *

@@ -129,15 +129,11 @@ struct Entmax15 : public torch::autograd::Function<Entmax15> {
     const at::Tensor _t1 = at::pow(zs, 2);
     const at::Tensor delta =
         _t0 * at::addcmul(at::rsub(at::cumsum(_t1, -1), 1), k, at::pow(avg, 2));
-    const at::Tensor support = at::where(
-        (avg - at::sqrt(at::relu(delta)) <= zs),
-        at::scalar_tensor(1, at::TensorOptions()
-                                 .dtype(at::promote_types(
-                                     at::promote_types(at::result_type(avg, 1),
-                                                       at::result_type(delta, 1)),
-                                     at::result_type(zs, 1)))
-                                 .device(avg.device())),
-        0);
+    const at::Tensor support =
+        (avg - at::sqrt(at::relu(delta)) <= zs)
+            .to(at::promote_types(
+                at::promote_types(at::result_type(avg, 1), at::result_type(delta, 1)),
+                at::result_type(zs, 1)));
     const at::Tensor size = at::sum(support, at::IntArrayRef{-1}, true);
     const at::Tensor s1 = at::sum(support * zs, at::IntArrayRef{-1}, true);
     const at::Tensor s2 = at::sum(_t1 * support, at::IntArrayRef{-1}, true);
@@ -202,26 +198,17 @@ struct Entmax15 : public torch::autograd::Function<Entmax15> {
       avg = _t0 * at::cumsum(zs, -1);
       _t1 = at::pow(zs, 2);
       delta = _t0 * at::addcmul(at::rsub(at::cumsum(_t1, -1), 1), k, at::pow(avg, 2));
-      support = at::where(
-          (avg - at::sqrt(at::relu(delta)) <= zs),
-          at::scalar_tensor(1, at::TensorOptions()
-                                   .dtype(at::promote_types(
-                                       at::promote_types(at::result_type(avg, 1),
-                                                         at::result_type(delta, 1)),
-                                       at::result_type(zs, 1)))
-                                   .device(avg.device())),
-          0);
+      support = (avg - at::sqrt(at::relu(delta)) <= zs)
+                    .to(at::promote_types(at::promote_types(at::result_type(avg, 1),
+                                                            at::result_type(delta, 1)),
+                                          at::result_type(zs, 1)));
     }
     if (need_x) {
       _t5 = at::reciprocal(sqrt4);
       _t6 = s1 * at::pow(_t2, 2);
       _t7 = support * zs;
       _t8 = at::argsort(z, -1, true);
-      _t9 = at::where(
-          (x == at::amax(x, at::IntArrayRef{-1}, true)),
-          at::scalar_tensor(
-              1, at::TensorOptions().dtype(at::result_type(x, 1)).device(x.device())),
-          0);
+      _t9 = (x == at::amax(x, at::IntArrayRef{-1}, true)).to(at::result_type(x, 1));
       _t10 = _t9 / at::sum(_t9, at::IntArrayRef{-1}, true);
       _t11 = _t5 * _t6;
       _t12 = _t5 * _t7;

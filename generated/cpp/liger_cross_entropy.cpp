@@ -138,12 +138,7 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
     const at::Tensor row = label_smoothing * (lse - mean2) +
                            lse_square_scale * at::pow(lse, 2) +
                            (1.0 - label_smoothing) * (lse - picked);
-    const at::Tensor sum3 =
-        at::sum(at::where(_t0,
-                          at::scalar_tensor(1, at::TensorOptions()
-                                                   .dtype(at::result_type(target, 1))
-                                                   .device(target.device())),
-                          0));
+    const at::Tensor sum3 = at::sum(_t0.to(at::result_type(target, 1)));
     const at::Tensor sum4 = at::sum(at::where(_t0, row, 0));
     const at::Tensor loss = sum4 / sum3;
     return {loss, lse};
@@ -245,12 +240,7 @@ struct LigerCrossEntropy : public torch::autograd::Function<LigerCrossEntropy> {
     if (grad_loss.defined()) {
       if (need_x) {
         _t0 = (target != ignore_index);
-        sum3 = at::sum(
-            at::where(_t0,
-                      at::scalar_tensor(1, at::TensorOptions()
-                                               .dtype(at::result_type(target, 1))
-                                               .device(target.device())),
-                      0));
+        sum3 = at::sum(_t0.to(at::result_type(target, 1)));
         _t10 = detail::sum_to(at::reciprocal(sum3) * grad_loss, _t4, _t2);
         _t11 = at::where(_t0, _t10, 0);
         _t12 = 1.0 - label_smoothing;

@@ -217,13 +217,7 @@ struct SigmoidFocalLoss : public torch::autograd::Function<SigmoidFocalLoss> {
       _t14 = at::where(
           _t6,
           _t11 * _t13 *
-              at::pow(_t12, -1 + _t13 +
-                                at::where((_t13 == 0),
-                                          at::scalar_tensor(
-                                              1, at::TensorOptions()
-                                                     .dtype(at::result_type(_t13, 1))
-                                                     .device(_t13.device())),
-                                          0)),
+              at::pow(_t12, -1 + _t13 + (_t13 == 0).to(at::result_type(_t13, 1))),
           0);
       _t15 = at::where(_t7,
                        at::scalar_tensor(alpha, at::TensorOptions()
@@ -245,13 +239,7 @@ struct SigmoidFocalLoss : public torch::autograd::Function<SigmoidFocalLoss> {
       _t20 = at::where(
           _t7,
           _t19 * _t17 *
-              at::pow(_t18, -1 + _t19 +
-                                at::where((_t19 == 0),
-                                          at::scalar_tensor(
-                                              1, at::TensorOptions()
-                                                     .dtype(at::result_type(_t19, 1))
-                                                     .device(_t19.device())),
-                                          0)),
+              at::pow(_t18, -1 + _t19 + (_t19 == 0).to(at::result_type(_t19, 1))),
           0);
       _t21 = at::where(_t6, _t9 * at::pow(_t12, _t13), 0);
       _t22 = at::where(_t7, -_t8 * _t15 * at::pow(_t18, _t19), 0);

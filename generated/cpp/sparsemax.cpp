@@ -106,12 +106,10 @@ struct Sparsemax : public torch::autograd::Function<Sparsemax> {
   // The forward's values: the outputs, then what the backward reads.
   static torch::autograd::variable_list values(const at::Tensor& z) {
     const at::Tensor zs = std::get<0>(at::sort(z, -1, true));
-    const at::Tensor support = at::where(
+    const at::Tensor support =
         (1 + zs * (1 + at::arange(zs.size(-1), zs.options()).expand_as(zs)) >
-         at::cumsum(zs, -1)),
-        at::scalar_tensor(
-            1, at::TensorOptions().dtype(at::result_type(zs, 1)).device(zs.device())),
-        0);
+         at::cumsum(zs, -1))
+            .to(at::result_type(zs, 1));
     const at::Tensor sum0 = at::sum(support, at::IntArrayRef{-1}, true);
     const at::Tensor sum1 = at::sum(support * zs, at::IntArrayRef{-1}, true);
     const at::Tensor tau = (-1 + sum1) / sum0;
@@ -150,12 +148,9 @@ struct Sparsemax : public torch::autograd::Function<Sparsemax> {
     if (at::GradMode::is_enabled()) {
       // Double backward: saved values carry no graph; recompute them.
       zs = std::get<0>(at::sort(z, -1, true));
-      support = at::where(
-          (1 + zs * (1 + at::arange(zs.size(-1), zs.options()).expand_as(zs)) >
-           at::cumsum(zs, -1)),
-          at::scalar_tensor(
-              1, at::TensorOptions().dtype(at::result_type(zs, 1)).device(zs.device())),
-          0);
+      support = (1 + zs * (1 + at::arange(zs.size(-1), zs.options()).expand_as(zs)) >
+                 at::cumsum(zs, -1))
+                    .to(at::result_type(zs, 1));
     }
     if (need_z) {
       _t2 = at::reciprocal(sum0);

@@ -128,16 +128,13 @@ struct SpecialMix : public torch::autograd::Function<SpecialMix> {
                                _t2, _t5, -1);
     }
     if (need_p) {
-      grad_p = grad_y *
-               (_t0 * atan22 / (p * at::rsub(p, 1)) +
-                at::xlogy(at::where(((p == 0) & (a <= 0)),
-                                    at::scalar_tensor(0, at::TensorOptions()
-                                                             .dtype(at::promote_types(
-                                                                 at::result_type(a, 0),
-                                                                 at::result_type(p, 0)))
-                                                             .device(a.device())),
-                                    1),
-                          a));
+      grad_p = grad_y * (_t0 * atan22 / (p * at::rsub(p, 1)) +
+                         at::xlogy(((p == 0) & (a <= 0))
+                                       .to(at::promote_types(at::result_type(a, 0),
+                                                             at::result_type(p, 0)))
+                                       .mul_(-1)
+                                       .add_(1),
+                                   a));
     }
     if (need_z) {
       grad_z = grad_y *

@@ -71,6 +71,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_where(self, cond: str, a: str, b: str) -> str:
         return f"at::where({cond}, {a}, {b})"
 
+    def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
+        return f"{tensor}.to({dtype})"
+
     # --- Kinks, activations and pullbacks -------------------------------------------------
 
     def _spell_relu(self, x: str, tensor: bool) -> str:

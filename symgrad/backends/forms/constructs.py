@@ -38,6 +38,9 @@ from symgrad.language import (
     reductions,
 )
 
+# Integers up to this size are exact in every dtype a select may take (bfloat16's 8 bits).
+_EXACT_INTEGERS = 256
+
 
 class ConstructForms(
     LayerNormForms,
@@ -86,9 +89,34 @@ class ConstructForms(
             dtype = functools.reduce(
                 self._spell_promote_types, (self._spell_result_type(n, a) for n in names)
             )
+            cast = self._integer_select(cond, a, b, dtype)
+            if cast is not None:
+                return cast
             promoted = self._spell_scalar_tensor_on(self._print(a), dtype, names[0])
             return self._spell_where(self._print(cond), promoted, self._print(b))
         return self._spell_where(self._print(cond), self._print(a), self._print(b))
+
+    def _integer_select(
+        self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic, dtype: str
+    ) -> str | None:
+        """where(c, a, b) of two small integers as c cast to the dtype, times a - b, plus b.
+
+        The cast condition is 0 or 1, so every step is exact in any dtype for integers up to
+        256 (bfloat16's), NaN comparisons included (false, so b); three vectorised passes,
+        the last two in place, where torch's CPU `where` costs about sixteen multiplies
+        (Note [Selects of numbers] in symgrad.backends.forms.arithmetic).
+        """
+        if not (a.is_Integer and b.is_Integer):
+            return None
+        step = int(a) - int(b)
+        if max(abs(int(a)), abs(int(b)), abs(step)) > _EXACT_INTEGERS:
+            return None
+        # In place on the fresh cast (torch's and ATen's method syntax alike): a new
+        # full-size tensor per step cost more than the steps themselves.
+        text = self._spell_to_dtype(self._print(cond), dtype)
+        if step != 1:
+            text += f".mul_({step})"
+        return text if b == 0 else f"{text}.add_({int(b)})"
 
     def _numeric_tensor(self, cond: sympy.Basic) -> sympy.Basic:
         """A tensor (not a boolean temporary) that `cond` compares, for dtype and device."""
@@ -281,6 +309,10 @@ class ConstructForms(
         raise NotImplementedError
 
     def _spell_where(self, cond: str, a: str, b: str) -> str:
+        raise NotImplementedError
+
+    def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
+        """`tensor` (a condition) converted to `dtype`."""
         raise NotImplementedError
 
     def _spell_relu(self, x: str, tensor: bool) -> str:
