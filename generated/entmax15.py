@@ -382,7 +382,9 @@ class Entmax15(torch.autograd.Function):
         _t31 = z - tau
         tangent_tau = _t29 - _t30
         tangent_p = (
-            2 * torch.relu(_t31) * torch.where((_t31 <= 0), 0, tangent_z - tangent_tau)
+            2
+            * torch.relu(_t31)
+            * torch.ops.aten.threshold_backward(tangent_z - tangent_tau, _t31, 0)
         )
         return (
             _expand_to(tangent_p, p_shape),

@@ -177,7 +177,7 @@ class KinkedActivation(torch.autograd.Function):
                 _t3
                 + torch.where(_t7, _t6, 0)
                 + torch.where(_t2, _t1, 0)
-                + torch.where((x <= 0), 0, _t5),
+                + torch.ops.aten.threshold_backward(_t5, x, 0),
                 torch.where(_t7, 0, _t6),
                 torch.where(
                     (x == 0),
@@ -227,7 +227,7 @@ class KinkedActivation(torch.autograd.Function):
                 0,
                 torch.where((x < 0), tangent_x, torch.where((x == 0), _t9, tangent_x)),
             )
-            + torch.where((x <= 0), 0, tangent_x),
+            + torch.ops.aten.threshold_backward(tangent_x, x, 0),
             0,
         ) + torch.where(
             (x < floor_),

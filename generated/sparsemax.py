@@ -263,7 +263,9 @@ class Sparsemax(torch.autograd.Function):
         )
         tangent_sum1 = torch.sum(support * tangent_zs, dim=-1, keepdim=True)
         tangent_tau = tangent_sum1 / sum0
-        tangent_p = torch.where((z - tau <= 0), 0, tangent_z - tangent_tau)
+        tangent_p = torch.ops.aten.threshold_backward(
+            tangent_z - tangent_tau, z - tau, 0
+        )
         return (
             _expand_to(tangent_p, p_shape),
             tangent_z.new_zeros(sum0_shape),

@@ -134,7 +134,9 @@ class WeightedSquaredReluPlain(torch.autograd.Function):
         if need_x or need_weights:
             clamped = torch.relu(x)
         if need_x:
-            grad_x = torch.where((x <= 0), 0, 2 * clamped * grad_y * weights)
+            grad_x = torch.ops.aten.threshold_backward(
+                2 * clamped * grad_y * weights, x, 0
+            )
         if need_weights:
             grad_weights = grad_y * clamped**2
         return _reduce_to(grad_x, x.shape), _reduce_to(grad_weights, weights.shape)
@@ -148,7 +150,7 @@ class WeightedSquaredReluPlain(torch.autograd.Function):
             (tangent_x, tangent_weights), ctx.tangent_shapes
         )
         clamped = torch.relu(x)
-        tangent_clamped = torch.where((x <= 0), 0, tangent_x)
+        tangent_clamped = torch.ops.aten.threshold_backward(tangent_x, x, 0)
         tangent_y = torch.addcmul(
             2 * clamped * tangent_clamped * weights, tangent_weights, clamped**2
         )
@@ -234,13 +236,13 @@ class WeightedSquaredReluClampScale(torch.autograd.Function):
             clamped = clamp_scale * tanh0
         grad_x = grad_weights = None
         if need_x:
-            grad_x = torch.where(
-                (x <= 0),
-                0,
+            grad_x = torch.ops.aten.threshold_backward(
                 torch.ops.aten.tanh_backward(
                     2 * clamp_scale * clamped * grad_y * weights, tanh0
                 )
                 / clamp_scale,
+                x,
+                0,
             )
         if need_weights:
             grad_weights = grad_y * clamped**2
@@ -263,7 +265,9 @@ class WeightedSquaredReluClampScale(torch.autograd.Function):
         )
         tanh0 = torch.tanh(torch.relu(x) / clamp_scale)
         clamped = clamp_scale * tanh0
-        tangent_clamped = (1 - tanh0**2) * torch.where((x <= 0), 0, tangent_x)
+        tangent_clamped = (1 - tanh0**2) * torch.ops.aten.threshold_backward(
+            tangent_x, x, 0
+        )
         tangent_y = torch.addcmul(
             2 * clamped * tangent_clamped * weights, tangent_weights, clamped**2
         )

@@ -47,6 +47,21 @@ i = index_symbol("i")
 TENSORS = frozenset({a, b, c, x, i})
 
 FORMS = {
+    "zero where a tensor is at most a number, else a tensor: relu's threshold_backward": (
+        piecewise.Where(piecewise.Le(x, 1), 0, a * b),
+        "torch.ops.aten.threshold_backward(a*b, x, 1)",
+        "at::threshold_backward(a*b, x, 1)",
+    ),
+    "the same comparison written the other way round": (
+        piecewise.Where(piecewise.Ge(k, x), 0, a),
+        "torch.ops.aten.threshold_backward(a, x, k)",
+        "at::threshold_backward(a, x, k)",
+    ),
+    "zero where a tensor is above a number stays a where (NaN compares false)": (
+        piecewise.Where(piecewise.Gt(x, 1), a, 0),
+        "torch.where((x > 1), a, 0)",
+        "at::where((x > 1), a, 0)",
+    ),
     "a tensor times a select of 1 and 0: times the boolean": (
         a * piecewise.where(piecewise.Gt(x, 0), 1, 0),
         "a*(x > 0)",

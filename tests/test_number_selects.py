@@ -62,3 +62,30 @@ def test_a_select_of_numbers_is_a_product_with_the_boolean(case: str, dtype: tor
     # Double backward: d(grad_x)/d(grad_y) is the select itself.
     (second,) = torch.autograd.grad(got, grad_y, torch.ones_like(got))
     torch.testing.assert_close(second, select, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_a_relu_gradient_is_torchs_threshold_backward(dtype: torch.dtype) -> None:
+    """where(x <= 0, 0, g * ...) is torch's threshold_backward: 0 at and below 0, the
+    branch above and at a NaN x (x <= 0 is false there), in the dtype, with its double
+    backward."""
+    spec = {
+        "name": "Case",
+        "inputs": {"x": "tensor", "w": "tensor"},
+        "outputs": {"y": "w * relu(x)**2"},
+    }
+    module = symgrad.load_module(symgrad.spec_from_dict(spec))
+    assert "torch.ops.aten.threshold_backward(" in inspect.getsource(module.Case.backward)
+    x = torch.tensor([float("nan"), -1.0, 0.0, 0.5, 2.0], dtype=dtype).requires_grad_()
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=dtype).requires_grad_()
+    grad_y = torch.tensor([1.0, float("inf"), float("nan"), 2.0, -1.0], dtype=dtype)
+    grad_y.requires_grad_()
+    got = torch.autograd.grad(module.case(x, w), (x, w), grad_y, create_graph=True)
+    expected = torch.autograd.grad(w * torch.relu(x) ** 2, (x, w), grad_y, create_graph=True)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == dtype
+        torch.testing.assert_close(g, e, equal_nan=True)
+    second = torch.autograd.grad(got[0].nansum(), (grad_y, w), allow_unused=True)
+    expected_second = torch.autograd.grad(expected[0].nansum(), (grad_y, w), allow_unused=True)
+    for g, e in zip(second, expected_second, strict=True):
+        torch.testing.assert_close(g, e, equal_nan=True)

@@ -112,7 +112,7 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
       _t7 = (x < 0);
       grad_x = at::addcmul(
           _t3 + at::where(_t7, _t6, 0) + at::where(_t2, _t1, 0) +
-              at::where((x <= 0), 0, _t5),
+              at::threshold_backward(_t5, x, 0),
           at::where(_t7, 0, _t6),
           at::where((x == 0),
                     at::scalar_tensor(0.5, at::TensorOptions()

@@ -98,7 +98,7 @@ struct WeightedSquaredReluPlain
       clamped = at::relu(x);
     }
     if (need_x) {
-      grad_x = at::where((x <= 0), 0, 2 * clamped * grad_y * weights);
+      grad_x = at::threshold_backward(2 * clamped * grad_y * weights, x, 0);
     }
     if (need_weights) {
       grad_weights = grad_y * at::pow(clamped, 2);
@@ -225,10 +225,10 @@ struct WeightedSquaredReluClampScale
       clamped = clamp_scale * tanh0;
     }
     if (need_x) {
-      grad_x = at::where(
-          (x <= 0), 0,
+      grad_x = at::threshold_backward(
           at::tanh_backward((2.0 * clamp_scale) * (clamped * grad_y * weights), tanh0) /
-              clamp_scale);
+              clamp_scale,
+          x, 0);
     }
     if (need_weights) {
       grad_weights = grad_y * at::pow(clamped, 2);
