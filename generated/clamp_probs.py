@@ -128,11 +128,8 @@ class ClampProbs(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (probs,) = ctx.saved_tensors
-        (need_probs,) = ctx.needs_input_grad
-        grad_probs = None
-        if need_probs:
-            _t0 = probs.new_full((), torch.finfo(probs.dtype).eps)
-            grad_probs = torch.where(((probs >= _t0) & (probs <= 1 - _t0)), grad_y, 0)
+        _t0 = probs.new_full((), torch.finfo(probs.dtype).eps)
+        grad_probs = torch.where(((probs >= _t0) & (probs <= 1 - _t0)), grad_y, 0)
         return (_reduce_to(grad_probs, probs.shape),)
 
     @staticmethod

@@ -126,14 +126,11 @@ class ClampWithGrad(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
         lo, hi = ctx.numbers
-        need_x, _, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y * torch.where(
-                ((lo <= x) & (x <= hi)),
-                torch.tensor(1, dtype=x.dtype, device=x.device),
-                0.1,
-            )
+        grad_x = grad_y * torch.where(
+            ((lo <= x) & (x <= hi)),
+            torch.tensor(1, dtype=x.dtype, device=x.device),
+            0.1,
+        )
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod

@@ -190,35 +190,31 @@ class DorefaWeight(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         w, amax1, abs0 = ctx.saved_tensors
         _t0, _t1, _t2 = ctx.shape_facts
-        (need_w,) = ctx.needs_input_grad
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             t = torch.tanh(w)
             abs0 = torch.abs(t)
         grad_w = None
-        if need_w:
-            _t3 = (abs0 == torch.amax(abs0, dim=(), keepdim=True)).to(abs0.dtype)
-            t = torch.tanh(w)
-            _t4 = _t3 * torch.sign(t) / torch.sum(_t3)
+        _t3 = (abs0 == torch.amax(abs0, dim=(), keepdim=True)).to(abs0.dtype)
+        t = torch.tanh(w)
+        _t4 = _t3 * torch.sign(t) / torch.sum(_t3)
         if grad_y is not None:
-            if need_w:
-                _t5 = grad_y / 2
-                grad_w = _accumulate(
-                    grad_w,
-                    torch.ops.aten.tanh_backward(
-                        torch.addcmul(
-                            _sum_to(1 / amax1 * _t5, _t1, _t2),
-                            _t4,
-                            _sum_to(((-1 / amax1) * _t5) * (1 / amax1 * t), _t0, _t2),
-                        ),
-                        t,
+            _t5 = grad_y / 2
+            grad_w = _accumulate(
+                grad_w,
+                torch.ops.aten.tanh_backward(
+                    torch.addcmul(
+                        _sum_to(1 / amax1 * _t5, _t1, _t2),
+                        _t4,
+                        _sum_to(((-1 / amax1) * _t5) * (1 / amax1 * t), _t0, _t2),
                     ),
-                )
+                    t,
+                ),
+            )
         if grad_amax1 is not None:
-            if need_w:
-                grad_w = _accumulate(
-                    grad_w, torch.ops.aten.tanh_backward(grad_amax1 * _t4, t)
-                )
+            grad_w = _accumulate(
+                grad_w, torch.ops.aten.tanh_backward(grad_amax1 * _t4, t)
+            )
         return (_reduce_to(grad_w, w.shape),)
 
     @staticmethod

@@ -257,7 +257,6 @@ class Entmax15(torch.autograd.Function):
             ctx.saved_tensors
         )
         _t3, _t4 = ctx.shape_facts
-        (need_x,) = ctx.needs_input_grad
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             z = x / 2 - amax0 / 2
@@ -275,59 +274,51 @@ class Entmax15(torch.autograd.Function):
                 )
             )
         grad_x = None
-        if need_x:
-            _t5 = 1 / sqrt4
-            _t6 = s1 * _t2**2
-            _t7 = support * zs
-            _t8 = torch.argsort(z, dim=-1, descending=True)
-            _t9 = (x == torch.amax(x, dim=-1, keepdim=True)).to(x.dtype)
-            _t10 = _t9 / torch.sum(_t9, dim=-1, keepdim=True)
-            _t11 = _t5 * _t6
-            _t12 = _t5 * _t7
+        _t5 = 1 / sqrt4
+        _t6 = s1 * _t2**2
+        _t7 = support * zs
+        _t8 = torch.argsort(z, dim=-1, descending=True)
+        _t9 = (x == torch.amax(x, dim=-1, keepdim=True)).to(x.dtype)
+        _t10 = _t9 / torch.sum(_t9, dim=-1, keepdim=True)
+        _t11 = _t5 * _t6
+        _t12 = _t5 * _t7
         if grad_p is not None:
-            if need_x:
-                _t13 = z - tau
-                _t14 = _t13 <= 0
-                _t15 = torch.where(_t14, 0, 2 * grad_p * torch.relu(_t13))
-                _t16 = _t15 / 2
-                _t17 = torch.where((~_t14), _t5 * _t16, 0)
-                _t18 = torch.addcmul((-_t2) * _t15, _t17, _t6, value=2)
-                _t19 = _sum_to((-_t2) * _t17, _t3, _t4)
-                _t20 = torch.addcmul(
-                    _sum_to(_t18, _t3, _t4) * support, _t19, _t7, value=2
-                )
-                _t21 = _t16 + _t20.new_zeros(_t4).scatter_add(-1, _t8, _t20) / 2
-                grad_x = _accumulate(
-                    grad_x, torch.addcmul(_t21, _t10, _sum_to(-_t21, _t3, _t4))
-                )
+            _t13 = z - tau
+            _t14 = _t13 <= 0
+            _t15 = torch.where(_t14, 0, 2 * grad_p * torch.relu(_t13))
+            _t16 = _t15 / 2
+            _t17 = torch.where((~_t14), _t5 * _t16, 0)
+            _t18 = torch.addcmul((-_t2) * _t15, _t17, _t6, value=2)
+            _t19 = _sum_to((-_t2) * _t17, _t3, _t4)
+            _t20 = torch.addcmul(_sum_to(_t18, _t3, _t4) * support, _t19, _t7, value=2)
+            _t21 = _t16 + _t20.new_zeros(_t4).scatter_add(-1, _t8, _t20) / 2
+            grad_x = _accumulate(
+                grad_x, torch.addcmul(_t21, _t10, _sum_to(-_t21, _t3, _t4))
+            )
         if grad_amax0 is not None:
-            if need_x:
-                grad_x = _accumulate(grad_x, grad_amax0 * _t10)
+            grad_x = _accumulate(grad_x, grad_amax0 * _t10)
         if grad_s1 is not None:
-            if need_x:
-                _t22 = grad_s1 * support
-                _t23 = _t22.new_zeros(_t4).scatter_add(-1, _t8, _t22) / 2
-                grad_x = _accumulate(
-                    grad_x, torch.addcmul(_t23, _t10, _sum_to(-_t23, _t3, _t4))
-                )
+            _t22 = grad_s1 * support
+            _t23 = _t22.new_zeros(_t4).scatter_add(-1, _t8, _t22) / 2
+            grad_x = _accumulate(
+                grad_x, torch.addcmul(_t23, _t10, _sum_to(-_t23, _t3, _t4))
+            )
         if grad_sqrt4 is not None:
-            if need_x:
-                _t24 = _t11 * grad_sqrt4 * support + (-_t2) * _t12 * grad_sqrt4
-                _t25 = _t24.new_zeros(_t4).scatter_add(-1, _t8, _t24) / 2
-                grad_x = _accumulate(
-                    grad_x, torch.addcmul(_t25, _t10, _sum_to(-_t25, _t3, _t4))
-                )
+            _t24 = _t11 * grad_sqrt4 * support + (-_t2) * _t12 * grad_sqrt4
+            _t25 = _t24.new_zeros(_t4).scatter_add(-1, _t8, _t24) / 2
+            grad_x = _accumulate(
+                grad_x, torch.addcmul(_t25, _t10, _sum_to(-_t25, _t3, _t4))
+            )
         if grad_tau is not None:
-            if need_x:
-                _t26 = torch.addcmul(
-                    _t2 * _t12 * grad_tau,
-                    support,
-                    torch.addcmul(_t2 * grad_tau, _t11, grad_tau, value=-1),
-                )
-                _t27 = _t26.new_zeros(_t4).scatter_add(-1, _t8, _t26) / 2
-                grad_x = _accumulate(
-                    grad_x, torch.addcmul(_t27, _t10, _sum_to(-_t27, _t3, _t4))
-                )
+            _t26 = torch.addcmul(
+                _t2 * _t12 * grad_tau,
+                support,
+                torch.addcmul(_t2 * grad_tau, _t11, grad_tau, value=-1),
+            )
+            _t27 = _t26.new_zeros(_t4).scatter_add(-1, _t8, _t26) / 2
+            grad_x = _accumulate(
+                grad_x, torch.addcmul(_t27, _t10, _sum_to(-_t27, _t3, _t4))
+            )
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

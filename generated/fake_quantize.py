@@ -148,12 +148,9 @@ class FakeQuantize(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         scale, zero, low, high = ctx.numbers
         (x_shape,) = ctx.input_shapes
-        need_x, _, _, _, _ = ctx.needs_input_grad
         if grad_y is None:  # the output got no gradient
             return None, None, None, None, None
-        grad_x = None
-        if need_x:
-            grad_x = torch.where(mask, grad_y, 0)
+        grad_x = torch.where(mask, grad_y, 0)
         return _reduce_to(grad_x, x_shape), None, None, None, None
 
     @staticmethod

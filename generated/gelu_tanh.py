@@ -138,21 +138,18 @@ class GeluTanh(torch.autograd.Function):
         _grad_sigmoid0: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
         x, inner, sigmoid0 = ctx.saved_tensors
-        (need_x,) = ctx.needs_input_grad
         if grad_y is None:  # the output got no gradient
             return (None,)
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             inner = (x + 0.044715 * x**3) * math.sqrt(2 / math.pi)
             sigmoid0 = torch.sigmoid(2 * inner)
-        grad_x = None
-        if need_x:
-            _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0) * math.sqrt(
-                2 / math.pi
-            )
-            grad_x = torch.addcmul(
-                torch.addcmul(2 * _t0, grad_y, sigmoid0), _t0, x**2, value=0.26829
-            )
+        _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0) * math.sqrt(
+            2 / math.pi
+        )
+        grad_x = torch.addcmul(
+            torch.addcmul(2 * _t0, grad_y, sigmoid0), _t0, x**2, value=0.26829
+        )
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

@@ -171,26 +171,21 @@ class L2Normalize(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         x, unit, norm = ctx.saved_tensors
         _t0, _t1 = ctx.shape_facts
-        (need_x,) = ctx.needs_input_grad
         grad_x = None
         if grad_unit is not None:
-            if need_x:
-                grad_x = _accumulate(
-                    grad_x,
-                    torch.addcmul(
-                        1 / norm * grad_unit,
-                        x,
-                        _sum_to(
-                            ((-1 / (2 * norm)) * grad_unit) * (1 / norm * unit),
-                            _t0,
-                            _t1,
-                        ),
-                        value=2,
+            grad_x = _accumulate(
+                grad_x,
+                torch.addcmul(
+                    1 / norm * grad_unit,
+                    x,
+                    _sum_to(
+                        ((-1 / (2 * norm)) * grad_unit) * (1 / norm * unit), _t0, _t1
                     ),
-                )
+                    value=2,
+                ),
+            )
         if grad_norm is not None:
-            if need_x:
-                grad_x = _accumulate(grad_x, grad_norm * unit)
+            grad_x = _accumulate(grad_x, grad_norm * unit)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

@@ -165,25 +165,22 @@ class LayerNorm(torch.autograd.Function):
         y, rstd = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
         (_t0,) = ctx.shape_facts
-        need_x, _ = ctx.needs_input_grad
         grad_x = None
         if grad_y is not None:
-            if need_x:
-                grad_x = _accumulate(
-                    grad_x,
-                    rstd
-                    * (
-                        torch.addcmul(
-                            grad_y - torch.mean(grad_y, dim=-1, keepdim=True),
-                            y,
-                            torch.mean(grad_y * y, dim=-1, keepdim=True),
-                            value=-1,
-                        )
-                    ),
-                )
+            grad_x = _accumulate(
+                grad_x,
+                rstd
+                * (
+                    torch.addcmul(
+                        grad_y - torch.mean(grad_y, dim=-1, keepdim=True),
+                        y,
+                        torch.mean(grad_y * y, dim=-1, keepdim=True),
+                        value=-1,
+                    )
+                ),
+            )
         if grad_rstd is not None:
-            if need_x:
-                grad_x = _accumulate(grad_x, (-grad_rstd * rstd**2 / _t0) * y)
+            grad_x = _accumulate(grad_x, (-grad_rstd * rstd**2 / _t0) * y)
         return _reduce_to(grad_x, x_shape), None
 
     @staticmethod

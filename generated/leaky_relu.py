@@ -126,12 +126,9 @@ class LeakyReLU(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
         (slope,) = ctx.numbers
-        need_x, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y * torch.where(
-                (x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), slope
-            )
+        grad_x = grad_y * torch.where(
+            (x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), slope
+        )
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod
@@ -194,12 +191,9 @@ class LeakyReLU_(torch.autograd.Function):
         (y,) = ctx.saved_tensors
         (slope,) = ctx.numbers
         (x_shape,) = ctx.input_shapes
-        need_x, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y * torch.where(
-                (y > 0), torch.tensor(1, dtype=y.dtype, device=y.device), slope
-            )
+        grad_x = grad_y * torch.where(
+            (y > 0), torch.tensor(1, dtype=y.dtype, device=y.device), slope
+        )
         return _reduce_to(grad_x, x_shape), None
 
 

@@ -126,12 +126,9 @@ class LogSoftmax(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = torch.addcmul(
-                grad_y, torch.sum(grad_y, dim=-1, keepdim=True), torch.exp(y), value=-1
-            )
+        grad_x = torch.addcmul(
+            grad_y, torch.sum(grad_y, dim=-1, keepdim=True), torch.exp(y), value=-1
+        )
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod

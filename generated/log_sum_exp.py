@@ -130,10 +130,7 @@ class LogSumExp(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, y = ctx.saved_tensors
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = _unsqueeze_last(grad_y) * torch.exp(x - _unsqueeze_last(y))
+        grad_x = _unsqueeze_last(grad_y) * torch.exp(x - _unsqueeze_last(y))
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

@@ -139,21 +139,18 @@ class LogisticMoments(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         (expected,) = ctx.saved_tensors
         (z_shape,) = ctx.input_shapes
-        (need_z,) = ctx.needs_input_grad
         grad_z = None
         if grad_expected is not None:
-            if need_z:
-                grad_z = _accumulate(
-                    grad_z, torch.ops.aten.sigmoid_backward(grad_expected, expected)
-                )
+            grad_z = _accumulate(
+                grad_z, torch.ops.aten.sigmoid_backward(grad_expected, expected)
+            )
         if grad_variance is not None:
-            if need_z:
-                grad_z = _accumulate(
-                    grad_z,
-                    torch.ops.aten.sigmoid_backward(
-                        grad_variance * (1 - 2 * expected), expected
-                    ),
-                )
+            grad_z = _accumulate(
+                grad_z,
+                torch.ops.aten.sigmoid_backward(
+                    grad_variance * (1 - 2 * expected), expected
+                ),
+            )
         return (_reduce_to(grad_z, z_shape),)
 
     @staticmethod

@@ -203,10 +203,7 @@ class Mish(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = _mish_backward(grad_y, x)
+        grad_x = _mish_backward(grad_y, x)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

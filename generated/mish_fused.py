@@ -229,21 +229,16 @@ class MishFused(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
-        (need_x,) = ctx.needs_input_grad
         # Double backward differentiates the backward itself: run it op by op then.
         body = MishFused.backward_body
         if _use_compiled() and not torch.is_grad_enabled():
             body = _compiled(body)
-        return body(x, grad_y, need_x)
+        return body(x, grad_y)
 
     @staticmethod
-    def backward_body(
-        x: Any, grad_y: Any, need_x: Any
-    ) -> tuple[torch.Tensor | None, ...]:
+    def backward_body(x: Any, grad_y: Any) -> tuple[torch.Tensor | None, ...]:
         """The backward op by op, from what it reads; `backward` runs it compiled."""
-        grad_x = None
-        if need_x:
-            grad_x = _mish_backward(grad_y, x)
+        grad_x = _mish_backward(grad_y, x)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

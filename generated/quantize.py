@@ -139,11 +139,9 @@ class Quantize(torch.autograd.Function):
         ctx: Any, grad_value: torch.Tensor | None, grad_index: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
-        need_x, _ = ctx.needs_input_grad
         grad_x = None
         if grad_value is not None:
-            if need_x:
-                grad_x = _accumulate(grad_x, grad_value * ((-4 <= x) & (x <= 4)))
+            grad_x = _accumulate(grad_x, grad_value * ((-4 <= x) & (x <= 4)))
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod

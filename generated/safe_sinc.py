@@ -128,17 +128,14 @@ class SafeSinc(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            _t0 = 1 / math.pi
-            _t1 = _t0 * x
-            _t2 = _t1 != 0
-            _t3 = torch.where(_t2, _t1, 1)
-            _t4 = x > 0
-            grad_x = _t0 * grad_y * torch.where(
-                _t2, (-torch.special.sinc(_t3) + torch.cos(math.pi * _t3)) / _t3, 0
-            ) + torch.where(_t4, grad_y / (2 * torch.sqrt(torch.where(_t4, x, 1))), 0)
+        _t0 = 1 / math.pi
+        _t1 = _t0 * x
+        _t2 = _t1 != 0
+        _t3 = torch.where(_t2, _t1, 1)
+        _t4 = x > 0
+        grad_x = _t0 * grad_y * torch.where(
+            _t2, (-torch.special.sinc(_t3) + torch.cos(math.pi * _t3)) / _t3, 0
+        ) + torch.where(_t4, grad_y / (2 * torch.sqrt(torch.where(_t4, x, 1))), 0)
         return (_reduce_to(grad_x, x.shape),)
 
     @staticmethod

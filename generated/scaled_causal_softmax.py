@@ -148,21 +148,16 @@ class ScaledCausalSoftmax(torch.autograd.Function):
         x, y = ctx.saved_tensors
         (scale,) = ctx.numbers
         (_t0,) = ctx.shape_facts
-        need_x, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = scale * torch.where(
-                (
-                    torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(
-                        x
-                    )
-                    > torch.arange(x.size(-2), dtype=x.dtype, device=x.device)
-                    .expand_as(x.movedim(-2, -1))
-                    .movedim(-1, -2)
-                ),
-                0,
-                y * (grad_y - torch.sum(grad_y * y, dim=-1, keepdim=True)),
-            )
+        grad_x = scale * torch.where(
+            (
+                torch.arange(x.size(-1), dtype=x.dtype, device=x.device).expand_as(x)
+                > torch.arange(x.size(-2), dtype=x.dtype, device=x.device)
+                .expand_as(x.movedim(-2, -1))
+                .movedim(-1, -2)
+            ),
+            0,
+            y * (grad_y - torch.sum(grad_y * y, dim=-1, keepdim=True)),
+        )
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod

@@ -128,11 +128,8 @@ class SoftClamp(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
         lo, hi = ctx.numbers
-        need_x, _, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            s = torch.sigmoid(x)
-            grad_x = torch.ops.aten.sigmoid_backward(grad_y * (hi - lo), s)
+        s = torch.sigmoid(x)
+        grad_x = torch.ops.aten.sigmoid_backward(grad_y * (hi - lo), s)
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod

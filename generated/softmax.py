@@ -126,10 +126,7 @@ class Softmax(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = y * (grad_y - torch.sum(grad_y * y, dim=-1, keepdim=True))
+        grad_x = y * (grad_y - torch.sum(grad_y * y, dim=-1, keepdim=True))
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod

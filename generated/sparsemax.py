@@ -205,7 +205,6 @@ class Sparsemax(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         z, sum0, tau, zs, support = ctx.saved_tensors
         _t0, _t1 = ctx.shape_facts
-        (need_z,) = ctx.needs_input_grad
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             zs = torch.sort(z, dim=-1, descending=True).values
@@ -221,23 +220,18 @@ class Sparsemax(torch.autograd.Function):
                 > torch.cumsum(zs, -1)
             ).to(zs.dtype)
         grad_z = None
-        if need_z:
-            _t2 = 1 / sum0
-            _t3 = torch.argsort(z, dim=-1, descending=True)
+        _t2 = 1 / sum0
+        _t3 = torch.argsort(z, dim=-1, descending=True)
         if grad_p is not None:
-            if need_z:
-                _t4 = z - tau <= 0
-                _t5 = torch.where(_t4, 0, grad_p)
-                _t6 = _sum_to(torch.where((~_t4), (-_t2) * _t5, 0), _t1, _t0) * support
-                grad_z = _accumulate(
-                    grad_z, _t5 + _t6.new_zeros(_t0).scatter_add(-1, _t3, _t6)
-                )
+            _t4 = z - tau <= 0
+            _t5 = torch.where(_t4, 0, grad_p)
+            _t6 = _sum_to(torch.where((~_t4), (-_t2) * _t5, 0), _t1, _t0) * support
+            grad_z = _accumulate(
+                grad_z, _t5 + _t6.new_zeros(_t0).scatter_add(-1, _t3, _t6)
+            )
         if grad_tau is not None:
-            if need_z:
-                _t7 = _t2 * grad_tau * support
-                grad_z = _accumulate(
-                    grad_z, _t7.new_zeros(_t0).scatter_add(-1, _t3, _t7)
-                )
+            _t7 = _t2 * grad_tau * support
+            grad_z = _accumulate(grad_z, _t7.new_zeros(_t0).scatter_add(-1, _t3, _t7))
         return (_reduce_to(grad_z, z.shape),)
 
     @staticmethod

@@ -124,10 +124,7 @@ class StraightThroughRound(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x_shape,) = ctx.input_shapes
-        need_x, _ = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y
+        grad_x = grad_y
         return _reduce_to(grad_x, x_shape), None
 
     @staticmethod

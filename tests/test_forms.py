@@ -47,6 +47,11 @@ i = index_symbol("i")
 TENSORS = frozenset({a, b, c, x, i})
 
 FORMS = {
+    "a name where a condition holds, its negation elsewhere: times the condition's sign": (
+        piecewise.Where(piecewise.Gt(x, 0), a, -a),
+        "a*(x > 0).to(a.dtype).mul_(2).add_(-1)",
+        "a*(x > 0).to(a.scalar_type()).mul_(2).add_(-1)",
+    ),
     "zero where a tensor is at most a number, else a tensor: relu's threshold_backward": (
         piecewise.Where(piecewise.Le(x, 1), 0, a * b),
         "torch.ops.aten.threshold_backward(a*b, x, 1)",

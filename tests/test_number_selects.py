@@ -89,3 +89,26 @@ def test_a_relu_gradient_is_torchs_threshold_backward(dtype: torch.dtype) -> Non
     expected_second = torch.autograd.grad(expected[0].nansum(), (grad_y, w), allow_unused=True)
     for g, e in zip(second, expected_second, strict=True):
         torch.testing.assert_close(g, e, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_saved_sign_mask_reads_back_as_a_sign(dtype: torch.dtype) -> None:
+    """brevitas's binary sign under `save: memory` saves the bool mask x >= 0, and the
+    backward's where(mask, g, -g) is g times the mask's sign: inf and NaN kept."""
+    spec = {
+        "name": "Case",
+        "save": "memory",
+        "inputs": {"x": "tensor"},
+        "outputs": {"y": "abs(x)"},
+        "gradients": {"y": {"x": "where(x >= 0, 1, -1)"}},
+    }
+    module = symgrad.load_module(symgrad.spec_from_dict(spec))
+    assert "grad_y * mask.to(grad_y.dtype).mul_(2).add_(-1)" in inspect.getsource(
+        module.Case.backward
+    )
+    x = torch.tensor([float("nan"), -1.0, 0.0, 0.5, -2.0], dtype=dtype).requires_grad_()
+    grad_y = torch.tensor([1.0, float("inf"), float("nan"), -2.0, 3.0], dtype=dtype)
+    (got,) = torch.autograd.grad(module.case(x), x, grad_y)
+    expected = torch.where(x.detach() >= 0, grad_y, -grad_y)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)

@@ -74,6 +74,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
         return f"{tensor}.to({dtype})"
 
+    def _spell_dtype_of(self, tensor: str) -> str:
+        return f"{tensor}.scalar_type()"
+
     def _spell_threshold_backward(self, grad: str, x: str, threshold: str) -> str:
         return f"at::threshold_backward({grad}, {x}, {threshold})"
 

@@ -258,7 +258,7 @@ def _fused_context(
         *names.shape_names,
         *(printer.doprint(a.target) for a in derived.shape_facts),
         *(part.grad.name for part in derived.backward),
-        *names.need.values(),
+        *(() if names.always_needed else names.need.values()),
     )
     return Fused(namer.fresh("_compiled"), namer.fresh("_use_compiled"), arguments)
 

@@ -18,6 +18,9 @@ class BackwardNames:
         receiving_names = {g.input.name for part in derived.backward for g in part.gradients}
         receiving = [i for i in spec.differentiable_inputs if i.name in receiving_names]
         self.need = {i.name: namer.fresh(f"need_{i.name}") for i in receiving}
+        # With one tensor input, autograd runs the backward only when that input needs a
+        # gradient: no flag to read or test (a tuple built per call).
+        self.always_needed = len(spec.tensor_inputs) == 1 and bool(receiving)
         self.grad = {i.name: namer.fresh(f"grad_{i.name}") for i in receiving}
         self.inputs_parameter = namer.fresh("inputs")
         self.output_parameter = namer.fresh("output")
@@ -46,6 +49,8 @@ class BackwardNames:
         self.output_shapes_attribute = "output_shapes"
         needs = [self.need.get(i.name, "_") for i in spec.inputs]
         self.needs_unpacking = ", ".join(needs) + ("," if len(needs) == 1 else "")
+        if self.always_needed:
+            self.needs_unpacking = ""
         saved = {s.name for s in derived.saved_tensors}
         shapes = {i.name: namer.fresh(f"{i.name}_shape") for i in derived.saved_shapes}
         returns = []
@@ -59,4 +64,5 @@ class BackwardNames:
         self.shape_names = [shapes[i.name] for i in derived.saved_shapes]
 
     def guard(self, inputs: Iterable[Input]) -> str:
-        return " or ".join(self.need[i.name] for i in inputs)
+        """The test that some of `inputs` need a gradient; empty where one always does."""
+        return "" if self.always_needed else " or ".join(self.need[i.name] for i in inputs)

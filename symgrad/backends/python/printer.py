@@ -81,6 +81,9 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
         return f"{tensor}.to({dtype})"
 
+    def _spell_dtype_of(self, tensor: str) -> str:
+        return f"{tensor}.dtype"
+
     def _spell_threshold_backward(self, grad: str, x: str, threshold: str) -> str:
         return f"torch.ops.aten.threshold_backward({grad}, {x}, {threshold})"
 

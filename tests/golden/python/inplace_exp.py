@@ -126,10 +126,7 @@ class InplaceExp(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y * y
+        grad_x = grad_y * y
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod
@@ -187,10 +184,7 @@ class InplaceExp_(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
-        grad_x = None
-        if need_x:
-            grad_x = grad_y * y
+        grad_x = grad_y * y
         return (_reduce_to(grad_x, x_shape),)
 
 

@@ -153,21 +153,18 @@ class LogisticFused(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
         # Double backward differentiates the backward itself: run it op by op then.
         body = LogisticFused.backward_body
         if _use_compiled() and not torch.is_grad_enabled():
             body = _compiled(body)
-        return body(y, x_shape, grad_y, need_x)
+        return body(y, x_shape, grad_y)
 
     @staticmethod
     def backward_body(
-        y: Any, x_shape: Any, grad_y: Any, need_x: Any
+        y: Any, x_shape: Any, grad_y: Any
     ) -> tuple[torch.Tensor | None, ...]:
         """The backward op by op, from what it reads; `backward` runs it compiled."""
-        grad_x = None
-        if need_x:
-            grad_x = torch.ops.aten.sigmoid_backward(grad_y, y)
+        grad_x = torch.ops.aten.sigmoid_backward(grad_y, y)
         return (_reduce_to(grad_x, x_shape),)
 
     @staticmethod
@@ -233,21 +230,18 @@ class LogisticFused_(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (y,) = ctx.saved_tensors
         (x_shape,) = ctx.input_shapes
-        (need_x,) = ctx.needs_input_grad
         # Double backward differentiates the backward itself: run it op by op then.
         body = LogisticFused_.backward_body
         if _use_compiled() and not torch.is_grad_enabled():
             body = _compiled(body)
-        return body(y, x_shape, grad_y, need_x)
+        return body(y, x_shape, grad_y)
 
     @staticmethod
     def backward_body(
-        y: Any, x_shape: Any, grad_y: Any, need_x: Any
+        y: Any, x_shape: Any, grad_y: Any
     ) -> tuple[torch.Tensor | None, ...]:
         """The backward op by op, from what it reads; `backward` runs it compiled."""
-        grad_x = None
-        if need_x:
-            grad_x = torch.ops.aten.sigmoid_backward(grad_y, y)
+        grad_x = torch.ops.aten.sigmoid_backward(grad_y, y)
         return (_reduce_to(grad_x, x_shape),)
 
 

@@ -150,31 +150,27 @@ class SoftBucket(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         x, weight, exp0 = ctx.saved_tensors
         (width,) = ctx.numbers
-        need_x, _ = ctx.needs_input_grad
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             scaled = x / width
             exp0 = torch.exp(-scaled)
         grad_x = None
         if grad_weight is not None:
-            if need_x:
-                _t0 = 1 / width if width else math.copysign(math.inf, width)
-                scaled = _t0 * x
-                sigmoid1 = torch.sigmoid(scaled)
-                grad_x = _accumulate(
-                    grad_x,
-                    _t0
-                    * (
-                        torch.addcmul(
-                            torch.ops.aten.sigmoid_backward(
-                                exp0 * grad_weight, sigmoid1
-                            ),
-                            grad_weight,
-                            weight,
-                            value=-1,
-                        )
-                    ),
-                )
+            _t0 = 1 / width if width else math.copysign(math.inf, width)
+            scaled = _t0 * x
+            sigmoid1 = torch.sigmoid(scaled)
+            grad_x = _accumulate(
+                grad_x,
+                _t0
+                * (
+                    torch.addcmul(
+                        torch.ops.aten.sigmoid_backward(exp0 * grad_weight, sigmoid1),
+                        grad_weight,
+                        weight,
+                        value=-1,
+                    )
+                ),
+            )
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod
