@@ -49,8 +49,13 @@ TENSORS = frozenset({a, b, c, x, i})
 FORMS = {
     "a name where a condition holds, its negation elsewhere: times the condition's sign": (
         piecewise.Where(piecewise.Gt(x, 0), a, -a),
-        "a*(x > 0).to(a.dtype).mul_(2).add_(-1)",
-        "a*(x > 0).to(a.scalar_type()).mul_(2).add_(-1)",
+        "(a*(x > 0).to(a.dtype).mul_(2).add_(-1))",
+        "(a*(x > 0).to(a.scalar_type()).mul_(2).add_(-1))",
+    ),
+    "that sign select squared: all of it (found by the fuzzer, seed 2692)": (
+        piecewise.Where(piecewise.Gt(x, 0), a, -a) ** 2,
+        "(a*(x > 0).to(a.dtype).mul_(2).add_(-1))**2",
+        "at::pow((a*(x > 0).to(a.scalar_type()).mul_(2).add_(-1)), 2)",
     ),
     "zero where a tensor is at most a number, else a tensor: relu's threshold_backward": (
         piecewise.Where(piecewise.Le(x, 1), 0, a * b),
@@ -221,6 +226,11 @@ FORMS = {
         "torch.ops.aten.huber_loss(*torch.broadcast_tensors(a, b), 0, 1.5)",
         "[&] { auto t = at::broadcast_tensors({a, b});"
         " return at::huber_loss(t[0], t[1], at::Reduction::None, 1.5); }()",
+    ),
+    "huber of an expression: against zeros of its shape (a method would bind to its last term)": (
+        losses.Huber(x / (1 + a), sympy.Float(0.5)),
+        "torch.ops.aten.huber_loss(x/(1 + a), torch.zeros_like(x/(1 + a)), 0, 0.5)",
+        "at::huber_loss(x/(1 + a), at::zeros_like(x/(1 + a)), at::Reduction::None, 0.5)",
     ),
     "smooth_l1 of one tensor: against a zero broadcast to its shape": (
         losses.SmoothL1(x, sympy.Float(0.5)),

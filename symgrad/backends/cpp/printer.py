@@ -290,8 +290,13 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_pointwise_loss(self, name: str, a: str, b: str | None, parameter: str) -> str:
         """On a and b broadcast first: the op sizes its result as `a`."""
         kernel = {"huber": "at::huber_loss", "smooth_l1": "at::smooth_l1_loss"}[name]
-        if b is None:  # a zero broadcast: no fill, no buffer
-            zeros = f"at::zeros({{}}, {a}.options()).expand_as({a})"
+        if b is None:  # a name against a zero broadcast (no fill), else zeros of its shape
+            named = a.isidentifier()
+            zeros = (
+                f"at::zeros({{}}, {a}.options()).expand_as({a})"
+                if named
+                else f"at::zeros_like({a})"
+            )
             return f"{kernel}({a}, {zeros}, at::Reduction::None, {parameter})"
         pair = f"auto t = at::broadcast_tensors({{{a}, {b}}});"
         return f"[&] {{ {pair} return {kernel}(t[0], t[1], at::Reduction::None, {parameter}); }}()"

@@ -132,7 +132,8 @@ class ConstructForms(
         if not (isinstance(a, sympy.Symbol) and b == -a and self._is_plain_tensor(a)):
             return None
         sign = f"{self._spell_to_dtype(self._print(cond), self._spell_dtype_of(self._print(a)))}"
-        return f"{self._print(a)}*{sign}.mul_(2).add_(-1)"
+        # In parentheses: a `where` prints as an atom (x**2 of it squares all of it).
+        return f"({self._print(a)}*{sign}.mul_(2).add_(-1))"
 
     def _integer_select(
         self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic, dtype: str

@@ -278,8 +278,12 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         broadcast first, as the functional does (the op sizes its result as `a`), without
         the functional's size warning."""
         op = {"huber": "huber_loss", "smooth_l1": "smooth_l1_loss"}[name]
-        if b is None:  # a zero broadcast: no fill, no buffer
-            zeros = f"{a}.new_zeros(()).expand_as({a})"
+        if b is None:  # a name against a zero broadcast (no fill), else zeros of its shape
+            zeros = (
+                f"{a}.new_zeros(()).expand_as({a})"
+                if a.isidentifier()
+                else f"torch.zeros_like({a})"
+            )
             return f"torch.ops.aten.{op}({a}, {zeros}, 0, {parameter})"
         return f"torch.ops.aten.{op}(*torch.broadcast_tensors({a}, {b}), 0, {parameter})"
 
