@@ -23,6 +23,7 @@ import sympy
 from symgrad.ad.idioms import View, is_call
 from symgrad.ad.ir import Assignment
 from symgrad.ad.rewrite import bottom_up
+from symgrad.ad.stable import drop_unread_names
 from symgrad.language import layer_norms, reductions
 
 
@@ -46,15 +47,7 @@ def recognise_statements(
             definitions[statement.target] = expr
     if rewritten == list(statements):
         return rewritten
-    read_before = set().union(*(s.expr.free_symbols for s in statements))
-    read: set[sympy.Basic] = set()
-    kept: list[Assignment] = []
-    for statement in reversed(rewritten):
-        target = statement.target
-        if target in outputs or target in read or target not in read_before:
-            kept.append(statement)
-            read |= statement.expr.free_symbols
-    return kept[::-1]
+    return drop_unread_names(statements, rewritten, outputs)
 
 
 def _layer_norm(

@@ -96,10 +96,20 @@ def stabilize_statements(
         stabilized.append(Assignment(statement.target, expr))
         if statement.target not in outputs:
             definitions[statement.target] = expr
-    read_before = set().union(*(s.expr.free_symbols for s in statements))
+    return drop_unread_names(statements, stabilized, outputs)
+
+
+def drop_unread_names(
+    before: Sequence[Assignment],
+    after: Sequence[Assignment],
+    outputs: Collection[sympy.Basic],
+) -> list[Assignment]:
+    """`after` without the names that `before` read and that nothing reads now: a
+    rewrite computes their value another way (Note [Patterns across where names])."""
+    read_before = set().union(*(s.expr.free_symbols for s in before))
     read: set[sympy.Basic] = set()
     kept: list[Assignment] = []
-    for statement in reversed(stabilized):
+    for statement in reversed(after):
         target = statement.target
         if target in outputs or target in read or target not in read_before:
             kept.append(statement)

@@ -150,8 +150,9 @@ class ConstructForms(
         step = int(a) - int(b)
         if max(abs(int(a)), abs(int(b)), abs(step)) > _EXACT_INTEGERS:
             return None
-        # In place on the fresh cast (torch's and ATen's method syntax alike): a new
-        # full-size tensor per step cost more than the steps themselves.
+        # In place on the cast, a new tensor (a boolean condition into a value's dtype,
+        # never bool: compared tensors are values), in torch's and ATen's method syntax
+        # alike: a new full-size tensor per step cost more than the steps themselves.
         text = self._spell_to_dtype(self._print(cond), dtype)
         if step != 1:
             text += f".mul_({step})"
