@@ -106,30 +106,42 @@ class Swish(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    def forward(
+        x: torch.Tensor, beta: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         sigmoid0 = torch.sigmoid(beta * x)
         y = sigmoid0 * x
-        return y
+        return y, sigmoid0
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, beta = inputs
-        y = output
-        ctx.save_for_backward(x, beta)
+        y, sigmoid0 = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(sigmoid0)
+        # Saved for the backward, not recomputed (within what eager autograd saves):
+        # sigmoid0.
+        ctx.save_for_backward(x, beta, sigmoid0)
         # The jvp runs only under forward-mode AD (dual tensors, torch.func.jvp), which
         # holds a dual level open: what it reads is kept then, not on every call.
         if torch.autograd.forward_ad._current_level >= 0:
             ctx.save_for_forward(x, beta, y)
-            ctx.output_shapes = (y.shape,)
+            ctx.output_shapes = (y.shape, sigmoid0.shape)
             ctx.tangent_shapes = (x.shape, beta.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, beta = ctx.saved_tensors
+    def backward(
+        ctx: Any, grad_y: torch.Tensor | None, _grad_sigmoid0: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        x, beta, sigmoid0 = ctx.saved_tensors
         need_x, need_beta = ctx.needs_input_grad
+        if grad_y is None:  # the output got no gradient
+            return None, None
+        if torch.is_grad_enabled():
+            # Double backward: saved values carry no graph; recompute them.
+            sigmoid0 = torch.sigmoid(beta * x)
         grad_x = grad_beta = None
         if need_x or need_beta:
-            sigmoid0 = torch.sigmoid(beta * x)
             _t0 = torch.ops.aten.sigmoid_backward(grad_y * x, sigmoid0)
         if need_x:
             grad_x = torch.addcmul(_t0 * beta, grad_y, sigmoid0)
@@ -141,7 +153,7 @@ class Swish(torch.autograd.Function):
     def jvp(ctx: Any, tangent_x: Any, tangent_beta: Any) -> Any:
         """The directional derivative of the outputs along the inputs' tangents."""
         x, beta, y = ctx.saved_tensors
-        (y_shape,) = ctx.output_shapes
+        y_shape, sigmoid0_shape = ctx.output_shapes
         tangent_x, tangent_beta = _fill_tangents(
             (tangent_x, tangent_beta), ctx.tangent_shapes
         )
@@ -151,7 +163,7 @@ class Swish(torch.autograd.Function):
             sigmoid0,
             tangent_x,
         )
-        return _expand_to(tangent_y, y_shape)
+        return _expand_to(tangent_y, y_shape), None
 
 
 # Function.apply binds arguments to forward's signature per call: look it up once.
@@ -168,8 +180,10 @@ class _SwishTraceable(Swish):
 
 def swish(x: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """Swish activation x * sigmoid(beta * x) with a learnable slope per channel."""
+    # The residuals (sigmoid0) are for the backward only.
     try:
-        return _apply(Swish, _SwishTraceable, _unwrap(x), _unwrap(beta))
+        y, sigmoid0 = _apply(Swish, _SwishTraceable, _unwrap(x), _unwrap(beta))
+        return y
     except Exception as error:
         # Only on failure: name the input at fault, which torch's message does not.
         _explain_call(error, "swish", {"x": x, "beta": beta})

@@ -45,19 +45,23 @@ inline at::Tensor reduce_to(const at::Tensor& grad, at::IntArrayRef shape) {
 
 // Swish activation x * sigmoid(beta * x) with a learnable slope per channel.
 struct Swish : public torch::autograd::Function<Swish> {
-  // The forward's values: the outputs.
+  // The forward's values: the outputs, then what the backward reads.
   static torch::autograd::variable_list values(const at::Tensor& x,
                                                const at::Tensor& beta) {
     const at::Tensor sigmoid0 = at::sigmoid(beta * x);
     const at::Tensor y = sigmoid0 * x;
-    return {y};
+    return {y, sigmoid0};
   }
 
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const at::Tensor& x,
                                                 const at::Tensor& beta) {
     torch::autograd::variable_list outputs = values(x, beta);
-    ctx->save_for_backward({x, beta});
+    ctx->set_materialize_grads(false);
+    ctx->mark_non_differentiable({outputs[1]});
+    // Saved for the backward, not recomputed (within what eager autograd saves):
+    // sigmoid0.
+    ctx->save_for_backward({x, beta, outputs[1]});
     return outputs;
   }
 
@@ -66,13 +70,20 @@ struct Swish : public torch::autograd::Function<Swish> {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0];
     at::Tensor beta = saved[1];
+    at::Tensor sigmoid0 = saved[2];
     const at::Tensor& grad_y = grads[0];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_beta = ctx->needs_input_grad(1);
+    if (!grad_y.defined()) {  // the output got no gradient
+      return {at::Tensor(), at::Tensor()};
+    }
     at::Tensor grad_x, grad_beta;
-    at::Tensor sigmoid0, _t0;
-    if (need_x || need_beta) {
+    at::Tensor _t0;
+    if (at::GradMode::is_enabled()) {
+      // Double backward: saved values carry no graph; recompute them.
       sigmoid0 = at::sigmoid(beta * x);
+    }
+    if (need_x || need_beta) {
       _t0 = at::sigmoid_backward(grad_y * x, sigmoid0);
     }
     if (need_x) {

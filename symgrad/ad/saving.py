@@ -23,8 +23,8 @@ as a bool mask instead (Note [Saved masks] in symgrad.ad.masks). `speed` lifts e
 budget and the floor: every value the backward would recompute is saved (a view aside),
 which may hold more than eager autograd does. The floor `MIN_SAVED_COST` is the CPU's
 trade (a pass in cache costs less than holding a tensor); on a GPU every elementwise pass
-reads and writes memory, and `speed` is the choice there (swish with a per-channel slope:
-recomputing sigmoid(beta * x) made the backward 1.12x eager's kernel time on an H200).
+reads and writes memory, and `speed` is the choice there. Balanced lifts the floor for a
+value eager autograd holds too whose recomputation takes two passes or more (`passes`).
 """
 
 from __future__ import annotations
@@ -50,21 +50,64 @@ _SAVES_RESULT = frozenset({"exp", "expm1", "sigmoid", "tanh", "sqrt", "rsqrt", "
 # A value that costs less than two multiplications (symgrad.ad.costs) to recompute is
 # recomputed: saving it would hold a tensor through the backward to spare one cheap pass,
 # and such values pushed the backward's peak memory above eager's (focal loss, the
-# screened Lennard-Jones term).
+# screened Lennard-Jones term). Unless eager autograd saves that value too and it takes two
+# passes or more: each pass writes a fresh full-size temporary, and holding what eager
+# holds cannot raise the peak above it (sigmoid(beta * x) in the per-channel swish: its
+# recomputation made the backward 1.25x eager's at 1e7 on the CPU, 1.2x on an H200).
 MIN_SAVED_COST = 2.0
 
 
 def eager_saved_elements(spec: Spec) -> float:
     """Elements eager autograd saves for the formula as written, at test shapes (in float32s:
     a bool mask counts a quarter)."""
+    weigh = Weights(spec, {i.symbol: i.expr for i in spec.intermediates})
+    return sum(weigh(node) * _size(node) for node in _eager_saved(spec, weigh))
+
+
+def eager_saved_values(spec: Spec) -> frozenset[sympy.Basic]:
+    """The tensors eager autograd saves for the formula as written, written out in the inputs."""
     definitions = {i.symbol: i.expr for i in spec.intermediates}
     weigh = Weights(spec, definitions)
+    return frozenset(written_out(definitions).get(n, n) for n in _eager_saved(spec, weigh))
+
+
+def _eager_saved(spec: Spec, weigh: Weights) -> set[sympy.Basic]:
+    """The tensors eager autograd saves, each once (a name and the expression it stands for
+    are one tensor)."""
+    definitions = weigh.definitions
     saved: set[sympy.Basic] = set()
     for expr in [*definitions.values(), *(o.expr for o in spec.outputs)]:
         saved |= _saved_by_eager(expr, weigh.is_tensor, weigh.is_active)
-    # One tensor, however it is named: `s` and the `sigmoid(x)` it stands for.
     distinct = {_definition(node, definitions) for node in saved}
-    return sum(weigh(node) * _size(node) for node in distinct if weigh.is_tensor(node))
+    return {node for node in distinct if weigh.is_tensor(node)}
+
+
+def written_out(definitions: Mapping[sympy.Basic, sympy.Basic]) -> dict[sympy.Basic, sympy.Basic]:
+    """Each name's value in the inputs alone (`definitions` in order, each reading earlier ones)."""
+    written: dict[sympy.Basic, sympy.Basic] = {}
+    for name, expr in definitions.items():
+        written[name] = expr.xreplace(written)
+    return written
+
+
+def passes(expr: sympy.Basic) -> int:
+    """The torch operations `expr` takes as printed: one per call and per arithmetic step
+    (a number factor of -1 in a sum is the subtraction, not a pass of its own)."""
+    if expr.is_Atom:
+        return 0
+    args = expr.args
+    if isinstance(expr, sympy.Add):
+        inner = [-a if a.could_extract_minus_sign() and a.is_Mul else a for a in args]
+        return len(args) - 1 + sum(passes(a) for a in inner)
+    if isinstance(expr, sympy.Mul):
+        numbers = [a for a in args if a.is_Number]
+        return (
+            len(args)
+            - 1
+            + sum(passes(a) for a in args if not a.is_Number)
+            + (1 if len(numbers) == len(args) else 0)
+        )
+    return 1 + sum(passes(a) for a in args)
 
 
 def _size(node: sympy.Basic) -> float:
@@ -204,17 +247,32 @@ def choose_saved_values(
     table = costs.table()
     own = {a.target: table.expression(a.expr) for a in candidates}
     total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
+    steps = {
+        a.target: sum(passes(definitions[t]) for t in closure({a.target}, candidates))
+        for a in candidates
+    }
+    held_by_eager = _held_by_eager(spec, definitions, steps)
     chosen: list[sympy.Symbol] = []
     for target in sorted(total, key=lambda t: -total[t]):
         if isinstance(definitions[target], views.View):
             continue  # a view is free to recompute, and saved it would alias an output
         weight = weigh(target)
-        floor = 0.0 if spec.save == "speed" else MIN_SAVED_COST
+        floor = 0.0 if spec.save == "speed" or target in held_by_eager else MIN_SAVED_COST
         if weight <= budget and total[target] >= floor and total[target] > 0:
             chosen.append(target)
             budget -= weight
     order = {a.target: n for n, a in enumerate(candidates)}
     return tuple(sorted(chosen, key=order.__getitem__))
+
+
+def _held_by_eager(
+    spec: Spec, definitions: Mapping[sympy.Basic, sympy.Basic], steps: Mapping[sympy.Symbol, int]
+) -> set[sympy.Symbol]:
+    """The candidates below the floor that are saved all the same (Note [Saved values]):
+    eager autograd holds them too, and recomputing them takes two passes or more."""
+    eager = eager_saved_values(spec)
+    written = written_out(definitions)
+    return {target for target, n in steps.items() if n >= 2 and written[target] in eager}
 
 
 def recompute_statements(
