@@ -208,7 +208,7 @@ class GaussianNLLLoss(torch.autograd.Function):
         tangent_loss = torch.mean(
             _sum_to(
                 torch.addcmul(
-                    _t9 * (tangent_x - tangent_target) * (-2 * target + 2 * x)
+                    _t9 * (tangent_x - tangent_target) * (2 * x - 2 * target)
                     + (-0.5 * tangent_var / var) * ((x - target) ** 2 / var),
                     _t9,
                     tangent_var,

@@ -180,7 +180,7 @@ class MSELoss(torch.autograd.Function):
         tangent_x, tangent_target = _fill_tangents(
             (tangent_x, tangent_target), ctx.tangent_shapes
         )
-        tangent_loss = torch.mean((tangent_x - tangent_target) * (-2 * target + 2 * x))
+        tangent_loss = torch.mean((tangent_x - tangent_target) * (2 * x - 2 * target))
         return _expand_to(tangent_loss, loss_shape)
 
 

@@ -146,7 +146,7 @@ class RBFCovariance(torch.autograd.Function):
         x1: torch.Tensor, x2: torch.Tensor, lengthscale: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         _t0 = 1 / lengthscale
-        diff = -(_t0 * x2).unsqueeze(0) + (_t0 * x1).unsqueeze(1)
+        diff = (_t0 * x1).unsqueeze(1) - (_t0 * x2).unsqueeze(0)
         sum0 = torch.sum(diff**2, dim=-1)
         covar = torch.exp(-0.5 * sum0)
         return covar, diff
@@ -201,7 +201,7 @@ class RBFCovariance(torch.autograd.Function):
         if torch.is_grad_enabled():
             # Double backward: saved values carry no graph; recompute them.
             _t0 = 1 / lengthscale
-            diff = -(_t0 * x2).unsqueeze(0) + (_t0 * x1).unsqueeze(1)
+            diff = (_t0 * x1).unsqueeze(1) - (_t0 * x2).unsqueeze(0)
         grad_x1 = grad_x2 = grad_lengthscale = None
         if need_x1 or need_x2 or need_lengthscale:
             _t7 = 2 * diff * _unsqueeze_last((-0.5 * covar) * grad_covar)
@@ -240,14 +240,14 @@ class RBFCovariance(torch.autograd.Function):
             (tangent_x1, tangent_x2, tangent_lengthscale), ctx.tangent_shapes
         )
         _t0 = 1 / lengthscale
-        diff = -(_t0 * x2).unsqueeze(0) + (_t0 * x1).unsqueeze(1)
+        diff = (_t0 * x1).unsqueeze(1) - (_t0 * x2).unsqueeze(0)
         tangent__t0 = -tangent_lengthscale / lengthscale**2
-        tangent_diff = -_sum_to(
-            torch.addcmul(_t0 * tangent_x2, tangent__t0, x2), _t2, _t2
-        ).unsqueeze(0) + _sum_to(
+        tangent_diff = _sum_to(
             torch.addcmul(_t0 * tangent_x1, tangent__t0, x1), _t1, _t1
+        ).unsqueeze(1) - _sum_to(
+            torch.addcmul(_t0 * tangent_x2, tangent__t0, x2), _t2, _t2
         ).unsqueeze(
-            1
+            0
         )
         tangent_sum0 = torch.sum(2 * diff * tangent_diff, dim=-1)
         tangent_covar = -0.5 * covar * tangent_sum0

@@ -134,7 +134,7 @@ class SafeSinc(torch.autograd.Function):
         _t3 = torch.where(_t2, _t1, 1)
         _t4 = x > 0
         grad_x = _t0 * grad_y * torch.where(
-            _t2, (-torch.special.sinc(_t3) + torch.cos(math.pi * _t3)) / _t3, 0
+            _t2, (torch.cos(math.pi * _t3) - torch.special.sinc(_t3)) / _t3, 0
         ) + torch.where(_t4, grad_y / (2 * torch.sqrt(torch.where(_t4, x, 1))), 0)
         return (_reduce_to(grad_x, x.shape),)
 
@@ -150,7 +150,7 @@ class SafeSinc(torch.autograd.Function):
         _t8 = torch.where(_t7, _t6, 1)
         _t9 = x > 0
         tangent_y = _t5 * tangent_x * torch.where(
-            _t7, (-torch.special.sinc(_t8) + torch.cos(math.pi * _t8)) / _t8, 0
+            _t7, (torch.cos(math.pi * _t8) - torch.special.sinc(_t8)) / _t8, 0
         ) + torch.where(
             _t9,
             torch.where(_t9, tangent_x, 0) / (2 * torch.sqrt(torch.where(_t9, x, 1))),

@@ -58,7 +58,7 @@ def reference(x) -> tuple[torch.Tensor, ...]:
     zs = torch.sort(z, dim=-1, descending=True).values
     k = 1 + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(zs)
     avg = torch.cumsum(zs, -1) / k
-    delta = (1 - torch.cumsum(zs**2, -1) + k * avg**2) / k
+    delta = (k * avg**2 + 1 - torch.cumsum(zs**2, -1)) / k
     support = torch.where(
         (avg - torch.sqrt(torch.relu(delta)) <= zs),
         torch.tensor(
@@ -85,7 +85,7 @@ def reference(x) -> tuple[torch.Tensor, ...]:
     size = torch.sum(support, dim=-1, keepdim=True)
     s1 = torch.sum(support * zs, dim=-1, keepdim=True)
     s2 = torch.sum(support * zs**2, dim=-1, keepdim=True)
-    tau = -torch.sqrt((1 - s2 + s1**2 / size) / size) + s1 / size
+    tau = s1 / size - torch.sqrt((s1**2 / size + 1 - s2) / size)
     p = torch.relu(z - tau) ** 2
     return (p,)
 

@@ -62,8 +62,7 @@ def make_inputs(
 def reference(y_pred, y_true, eps) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
     loss = y_true * (
-        -y_pred
-        + torch.log(torch.maximum(y_true, torch.tensor(eps, dtype=y_true.dtype)))
+        torch.log(torch.maximum(y_true, torch.tensor(eps, dtype=y_true.dtype))) - y_pred
     )
     out = loss
     return (out,)

@@ -58,7 +58,7 @@ def make_inputs(
 
 def reference(x1, x2, lengthscale) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
-    diff = -(x2 / lengthscale).unsqueeze(0) + (x1 / lengthscale).unsqueeze(1)
+    diff = (x1 / lengthscale).unsqueeze(1) - (x2 / lengthscale).unsqueeze(0)
     covar = torch.exp(-0.5 * torch.sum(diff**2, dim=-1))
     return (covar,)
 

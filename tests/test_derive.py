@@ -943,6 +943,17 @@ def test_a_forward_quotient_comes_out_of_a_squared_reciprocal() -> None:
     assert reuse.reuse_forward_values(g * num * alpha**2, values) == g * num * alpha**2
 
 
+def test_a_forward_product_comes_out_of_larger_powers_under_any_of_its_factors() -> None:
+    """s**6 / r**7 holds u6 = s**6 / r**6 (the screened Lennard-Jones backward): found
+    under u6's factor r, which sorts first, as well as under s."""
+    r, s, u6, g = sympy.symbols("r s u6 g", real=True)
+    values = {s**6 / r**6: u6}
+    assert reuse.reuse_forward_values(g * s**6 / r**7, values) == g * u6 / r
+    assert reuse.reuse_forward_values(g * s**7 / r**6, values) == g * u6 * s
+    # Too small a power of either factor holds no u6.
+    assert reuse.reuse_forward_values(g * s**5 / r**6, values) == g * s**5 / r**6
+
+
 def test_alpha_over_reads_its_color_through_the_renamed_alpha() -> None:
     """color's key is written with alpha, which the output alpha_out renames."""
     spec = symgrad.spec_from_dict(

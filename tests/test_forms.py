@@ -301,6 +301,16 @@ FORMS = {
         "(a*(x - torch.mean(x, dim=-1, keepdim=True)))",
         "(a*(x - at::mean(x, at::IntArrayRef{-1}, true)))",
     ),
+    "a sum whose first term is negated: a positive term first, no pass to negate": (
+        -a * b * x + c,
+        "c - a*b*x",
+        "c - a*b*x",
+    ),
+    "a number minus a tensor: Python's operator, ATen's rsub (no filled tensor)": (
+        1 - a,
+        "1 - a",
+        "at::rsub(a, 1)",
+    ),
     "the eps of a tensor's dtype: a 0-d tensor like it, chosen at call time": (
         dtypes.FinfoEps(x),
         "x.new_full((), torch.finfo(x.dtype).eps)",

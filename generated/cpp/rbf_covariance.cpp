@@ -115,7 +115,7 @@ struct RBFCovariance : public torch::autograd::Function<RBFCovariance> {
                                                const at::Tensor& x2,
                                                const at::Tensor& lengthscale) {
     const at::Tensor _t0 = at::reciprocal(lengthscale);
-    const at::Tensor diff = -(_t0 * x2).unsqueeze(0) + (_t0 * x1).unsqueeze(1);
+    const at::Tensor diff = (_t0 * x1).unsqueeze(1) - (_t0 * x2).unsqueeze(0);
     const at::Tensor sum0 = at::sum(at::pow(diff, 2), at::IntArrayRef{-1});
     const at::Tensor covar = at::exp(-0.5 * sum0);
     return {covar, diff};
@@ -185,7 +185,7 @@ struct RBFCovariance : public torch::autograd::Function<RBFCovariance> {
     if (at::GradMode::is_enabled()) {
       // Double backward: saved values carry no graph; recompute them.
       _t0 = at::reciprocal(lengthscale);
-      diff = -(_t0 * x2).unsqueeze(0) + (_t0 * x1).unsqueeze(1);
+      diff = (_t0 * x1).unsqueeze(1) - (_t0 * x2).unsqueeze(0);
     }
     if (need_x1 || need_x2 || need_lengthscale) {
       _t7 = 2 * diff * detail::unsqueeze_last((-0.5 * covar) * grad_covar);

@@ -80,7 +80,7 @@ struct SafeSinc : public torch::autograd::Function<SafeSinc> {
           _t0 * grad_y *
               at::where(
                   _t2,
-                  (-at::special_sinc(_t3) + at::cos(3.1415926535897931 * _t3)) / _t3,
+                  (at::cos(3.1415926535897931 * _t3) - at::special_sinc(_t3)) / _t3,
                   0) +
           at::where(_t4, grad_y / (2 * at::sqrt(at::where(_t4, x, 1))), 0);
     }

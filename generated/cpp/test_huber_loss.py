@@ -75,7 +75,8 @@ def reference(x, target, delta) -> tuple[torch.Tensor, ...]:
             (torch.abs(d) < delta),
             0.5 * d**2,
             (
-                -0.5
+                torch.abs(torch.where((~(torch.abs(d) < delta)), d, 1))
+                - 0.5
                 * torch.where(
                     (~(torch.abs(d) < delta)),
                     torch.tensor(
@@ -89,7 +90,6 @@ def reference(x, target, delta) -> tuple[torch.Tensor, ...]:
                     ),
                     1,
                 )
-                + torch.abs(torch.where((~(torch.abs(d) < delta)), d, 1))
             )
             * torch.where(
                 (~(torch.abs(d) < delta)),

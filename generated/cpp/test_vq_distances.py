@@ -69,8 +69,8 @@ def make_inputs(
 def reference(x, codebook) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
     distances = (
-        -2 * torch.einsum("nd,kd->nk", x, codebook)
-        + torch.sum(codebook**2, dim=1)
+        torch.sum(codebook**2, dim=1)
+        - 2 * torch.einsum("nd,kd->nk", x, codebook)
         + torch.sum(x**2, dim=1, keepdim=True)
     )
     return (distances,)

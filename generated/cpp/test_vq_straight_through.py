@@ -91,8 +91,8 @@ def reference(inputs, codebook) -> tuple[torch.Tensor, ...]:
         codebook,
         0,
         torch.argmin(
-            -2 * torch.einsum("nd,kd->nk", inputs.detach(), codebook)
-            + torch.sum(inputs.detach() ** 2, dim=1, keepdim=True)
+            torch.sum(inputs.detach() ** 2, dim=1, keepdim=True)
+            - 2 * torch.einsum("nd,kd->nk", inputs.detach(), codebook)
             + torch.sum(codebook**2, dim=1),
             dim=1,
         ),

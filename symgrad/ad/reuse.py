@@ -66,7 +66,10 @@ def reuse_forward_values(expr: sympy.Expr, values: Mapping[sympy.Basic, sympy.Ba
     by_argument: dict[sympy.Basic, list[sympy.Basic]] = {}
     for value in values:
         if isinstance(value, (sympy.Add, sympy.Mul)):
-            by_argument.setdefault(value.args[0], []).append(value)
+            # Under each argument's unit (x for x**6): a product may hold the value's
+            # powers inside larger ones (s**6 / r**7 holds u6 = s**6 / r**6).
+            for key in dict.fromkeys(_unit(a) for a in value.args):
+                by_argument.setdefault(key, []).append(value)
 
     def replace(node: sympy.Basic) -> sympy.Basic:
         if node in values:
@@ -109,9 +112,12 @@ def _replace_part(
 
 def _candidate_keys(args: list[sympy.Basic]) -> list[sympy.Basic]:
     """The arguments, and the unit powers (x or 1/x) their integer powers contain."""
-    keys = list(args)
-    keys += [a.base ** sympy.sign(a.exp) for a in args if _is_integer_power(a)]
-    return keys
+    return list(dict.fromkeys([*args, *map(_unit, args)]))
+
+
+def _unit(arg: sympy.Basic) -> sympy.Basic:
+    """x or 1/x for an integer power of x, else the argument itself."""
+    return arg.base ** sympy.sign(arg.exp) if _is_integer_power(arg) else arg
 
 
 def _is_integer_power(expr: sympy.Basic) -> bool:

@@ -19,7 +19,7 @@ from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
 from symgrad.backends.cpp.spellings import SPELLINGS, double_literal, is_one_operand
-from symgrad.backends.forms.arithmetic import PRINTABLE_TYPES, ArithmeticForms
+from symgrad.backends.forms.arithmetic import PRINTABLE_TYPES, ArithmeticForms, join_sum
 from symgrad.language import functions, piecewise
 
 # Integers from this size on print as doubles (exact up to 2**53): a C++ int literal
@@ -146,17 +146,12 @@ class ArithmeticPrinter(ArithmeticForms):
         if not self.is_tensor(expr):
             text: str = StrPrinter._print_Add(self, expr, order)
             return text
-        terms = list(self._as_ordered_terms(expr, order=order))
-        texts = [self._print(term) for term in terms]
+        terms, texts = self._sum_terms(expr, order)  # Note [Sum order] in forms
         first = next(i for i, term in enumerate(terms) if self.is_tensor(term))
-        if first == 0 or not texts[first].startswith("-"):
-            return _sum(terms, texts)
-        for i in range(first + 1, len(terms)):
-            if self.is_tensor(terms[i]) and not texts[i].startswith("-"):
-                moved = [i, *(k for k in range(len(terms)) if k != i)]
-                return _sum([terms[k] for k in moved], [texts[k] for k in moved])
+        if not texts[first].startswith("-"):
+            return join_sum(terms, texts)
         head = f"at::rsub({self._print(-terms[first])}, {self._print(sympy.Add(*terms[:first]))})"
-        return _sum([None, *terms[first + 1 :]], [head, *texts[first + 1 :]])
+        return join_sum([None, *terms[first + 1 :]], [head, *texts[first + 1 :]])
 
     def _fraction(self, expr: sympy.Mul) -> str:
         """`expr` as numerator/denominator, with C++'s types in mind.
@@ -208,16 +203,3 @@ def is_double(expr: sympy.Basic) -> bool:
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         return any(is_double(arg) for arg in expr.args)
     return False
-
-
-def _sum(terms: list[sympy.Basic | None], texts: list[str]) -> str:
-    """Printed terms joined by + and -, as StrPrinter joins a sum (None: a call's text)."""
-    parts: list[str] = []
-    for term, text in zip(terms, texts, strict=True):
-        is_add = term is not None and term.is_Add
-        sign = "-" if text.startswith("-") and not is_add else "+"
-        body = text[1:] if sign == "-" else text
-        low = term is not None and precedence(term) < PRECEDENCE["Add"]
-        parts += [sign, f"({body})" if is_add or low else body]
-    head = "" if parts[0] == "+" else "-"
-    return head + " ".join(parts[1:])

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import sympy
 from sympy.core.relational import Relational
-from sympy.printing.precedence import PRECEDENCE
+from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
@@ -179,6 +179,23 @@ class ArithmeticForms(StrPrinter):
                 if fused is not None:
                     return fused
         return self._spell_sum(expr, order)
+
+    def _sum_terms(self, expr: sympy.Add, order: str | None) -> tuple[list[sympy.Basic], list[str]]:
+        """A tensor sum's terms and their texts, in the order printed.
+
+        Note [Sum order]: a sum whose first tensor term is negated would negate it in a
+        pass of its own (`-a*b + c` is three kernels: neg, mul, add); a positive tensor
+        term goes first instead where there is one (`c - a*b`, two).
+        """
+        terms = list(self._as_ordered_terms(expr, order=order))
+        texts = [self._print(term) for term in terms]
+        first = next(i for i, term in enumerate(terms) if self.is_tensor(term))
+        if texts[first].startswith("-"):
+            for i in range(first + 1, len(terms)):
+                if self.is_tensor(terms[i]) and not texts[i].startswith("-"):
+                    moved = [i, *(k for k in range(len(terms)) if k != i)]
+                    return [terms[k] for k in moved], [texts[k] for k in moved]
+        return terms, texts
 
     def _addcmul(self, expr: sympy.Add, term: sympy.Expr) -> str | None:
         """`addcmul(rest, a, b, value=k)` for the term `k * a * b` of `expr`, if it is one."""
@@ -395,3 +412,16 @@ class ArithmeticForms(StrPrinter):
     def _spell_product(self, expr: sympy.Mul) -> str:
         """A product of tensors in sympy's order."""
         raise NotImplementedError
+
+
+def join_sum(terms: Sequence[sympy.Basic | None], texts: Sequence[str]) -> str:
+    """Printed terms joined by + and -, as StrPrinter joins a sum (None: a call's text)."""
+    parts: list[str] = []
+    for term, text in zip(terms, texts, strict=True):
+        is_add = term is not None and term.is_Add
+        sign = "-" if text.startswith("-") and not is_add else "+"
+        body = text[1:] if sign == "-" else text
+        low = term is not None and precedence(term) < PRECEDENCE["Add"]
+        parts += [sign, f"({body})" if is_add or low else body]
+    head = "" if parts[0] == "+" else "-"
+    return head + " ".join(parts[1:])

@@ -17,7 +17,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from symgrad.backends.base import UnprintableError
-from symgrad.backends.forms.arithmetic import ArithmeticForms
+from symgrad.backends.forms.arithmetic import ArithmeticForms, join_sum
 from symgrad.backends.python.spellings import SPELLINGS
 
 # Integers from this size on print as floats (exact up to 2**53): a Python int in the
@@ -145,8 +145,10 @@ class ArithmeticPrinter(ArithmeticForms):
         return f"{left}**{self.parenthesize(exponent, pow_precedence, strict=True)}"
 
     def _spell_sum(self, expr: sympy.Add, order: str | None) -> str:
-        text: str = StrPrinter._print_Add(self, expr, order)
-        return text
+        if not self.is_tensor(expr):
+            text: str = StrPrinter._print_Add(self, expr, order)
+            return text
+        return join_sum(*self._sum_terms(expr, order))  # Note [Sum order] in forms
 
     def _spell_addcmul(self, rest: str, a: str, b: str, value: str | None) -> str:
         keyword = "" if value is None else f", value={value}"
