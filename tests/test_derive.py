@@ -15,7 +15,6 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import numpy as np
 import pytest
