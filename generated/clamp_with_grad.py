@@ -126,11 +126,7 @@ class ClampWithGrad(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
         lo, hi = ctx.numbers
-        grad_x = grad_y * torch.where(
-            ((lo <= x) & (x <= hi)),
-            torch.tensor(1, dtype=x.dtype, device=x.device),
-            0.1,
-        )
+        grad_x = torch.where(((lo <= x) & (x <= hi)), grad_y, 0.1 * grad_y)
         return _reduce_to(grad_x, x.shape), None, None
 
     @staticmethod
@@ -142,11 +138,7 @@ class ClampWithGrad(torch.autograd.Function):
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
         _t0 = x <= hi
         return _expand_to(
-            tangent_x
-            * torch.where(
-                (_t0 & (lo <= x)), torch.tensor(1, dtype=x.dtype, device=x.device), 0.1
-            ),
-            y_shape,
+            torch.where((_t0 & (lo <= x)), tangent_x, 0.1 * tangent_x), y_shape
         )
 
 

@@ -169,18 +169,11 @@ class FusedLeakyReLU(torch.autograd.Function):
         need_input, need_bias, _, _ = ctx.needs_input_grad
         grad_input = grad_bias = None
         if need_input or need_bias:
-            _t3 = (
-                grad_out
-                * scale
-                * torch.where(
-                    (input + bias.reshape(1, -1, 1, 1) > 0),
-                    torch.tensor(
-                        1,
-                        dtype=torch.promote_types(bias.dtype, input.dtype),
-                        device=bias.device,
-                    ),
-                    negative_slope,
-                )
+            _t3 = torch.ops.aten.leaky_relu_backward(
+                grad_out * scale,
+                input + bias.reshape(1, -1, 1, 1),
+                negative_slope,
+                False,
             )
         if need_input:
             grad_input = _t3
@@ -209,18 +202,11 @@ class FusedLeakyReLU(torch.autograd.Function):
         tangent_input, tangent_bias = _fill_tangents(
             (tangent_input, tangent_bias), ctx.tangent_shapes
         )
-        tangent_out = (
-            scale
-            * (tangent_input + tangent_bias.reshape(1, -1, 1, 1))
-            * torch.where(
-                (input + bias.reshape(1, -1, 1, 1) > 0),
-                torch.tensor(
-                    1,
-                    dtype=torch.promote_types(bias.dtype, input.dtype),
-                    device=bias.device,
-                ),
-                negative_slope,
-            )
+        tangent_out = torch.ops.aten.leaky_relu_backward(
+            scale * (tangent_input + tangent_bias.reshape(1, -1, 1, 1)),
+            input + bias.reshape(1, -1, 1, 1),
+            negative_slope,
+            False,
         )
         return _expand_to(tangent_out, out_shape)
 

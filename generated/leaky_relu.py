@@ -126,9 +126,7 @@ class LeakyReLU(torch.autograd.Function):
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (x,) = ctx.saved_tensors
         (slope,) = ctx.numbers
-        grad_x = grad_y * torch.where(
-            (x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), slope
-        )
+        grad_x = torch.ops.aten.leaky_relu_backward(grad_y, x, slope, False)
         return _reduce_to(grad_x, x.shape), None
 
     @staticmethod
@@ -138,9 +136,7 @@ class LeakyReLU(torch.autograd.Function):
         (slope,) = ctx.numbers
         (y_shape,) = ctx.output_shapes
         (tangent_x,) = _fill_tangents((tangent_x,), ctx.tangent_shapes)
-        tangent_y = tangent_x * torch.where(
-            (x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), slope
-        )
+        tangent_y = torch.ops.aten.leaky_relu_backward(tangent_x, x, slope, False)
         return _expand_to(tangent_y, y_shape)
 
 
@@ -191,9 +187,7 @@ class LeakyReLU_(torch.autograd.Function):
         (y,) = ctx.saved_tensors
         (slope,) = ctx.numbers
         (x_shape,) = ctx.input_shapes
-        grad_x = grad_y * torch.where(
-            (y > 0), torch.tensor(1, dtype=y.dtype, device=y.device), slope
-        )
+        grad_x = torch.ops.aten.leaky_relu_backward(grad_y, y, slope, False)
         return _reduce_to(grad_x, x_shape), None
 
 

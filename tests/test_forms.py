@@ -25,6 +25,7 @@ from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
+from symgrad.backends.forms.selects import SelectForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.python.printer import TorchPrinter
 from symgrad.language import (
@@ -301,6 +302,27 @@ FORMS = {
         "(a*(x - torch.mean(x, dim=-1, keepdim=True)))",
         "(a*(x - at::mean(x, at::IntArrayRef{-1}, true)))",
     ),
+    "a gradient times 1 where x > 0, else a number input: torch's leaky_relu_backward": (
+        a * piecewise.Where(piecewise.Gt(x, 0), 1, k),
+        "torch.ops.aten.leaky_relu_backward(a, x, k, False)",
+        "at::leaky_relu_backward(a, x, k, false)",
+    ),
+    "the same of a product: the kernel reads it once": (
+        a * b * piecewise.Where(piecewise.Lt(0, x), 1, k),
+        "torch.ops.aten.leaky_relu_backward(a*b, x, k, False)",
+        "at::leaky_relu_backward(a*b, x, k, false)",
+    ),
+    "times 1 where a condition holds, else a number: a where of the name, no 0-d tensor": (
+        a * piecewise.Where(piecewise.Gt(x, 1), sympy.Float(0.1), 1),
+        "torch.where((x > 1), 0.1*a, a)",
+        "at::where((x > 1), 0.1*a, a)",
+    ),
+    "that select times a product: the product once, in the where of numbers": (
+        a * b * piecewise.Where(piecewise.Gt(x, 1), 1, sympy.Float(0.1)),
+        "a*b*torch.where((x > 1), torch.tensor(1, dtype=x.dtype, device=x.device), 0.1)",
+        "a*b*at::where((x > 1), at::scalar_tensor(1, at::TensorOptions().dtype(at::result_type("
+        "x, 1)).device(x.device())), 0.1)",
+    ),
     "a sum whose first term is negated: a positive term first, no pass to negate": (
         -a * b * x + c,
         "c - a*b*x",
@@ -342,6 +364,7 @@ FORM_CLASSES = (
     ArgExtremumForms,
     LossForms,
     LayerNormForms,
+    SelectForms,
     ConstructForms,
 )
 

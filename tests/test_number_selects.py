@@ -1,6 +1,7 @@
-"""A gradient times a `where` of a number and 0 multiplies by the boolean, and a `where` of
-two small integers is the boolean cast, scaled and shifted (Note [Selects of numbers] in
-symgrad.backends.forms.arithmetic): the same values as the select, NaN and inf in the
+"""A gradient times a `where` of a number and 0 multiplies by the boolean, a `where` of
+two small integers is the boolean cast, scaled and shifted, and one of 1 and a number
+scales the gradient where the condition fails (Note [Selects of numbers] in
+symgrad.backends.forms.selects): the same values as the select, NaN and inf in the
 incoming gradient included, in every dtype, with double backward."""
 
 from __future__ import annotations
@@ -112,3 +113,53 @@ def test_a_saved_sign_mask_reads_back_as_a_sign(dtype: torch.dtype) -> None:
     expected = torch.where(x.detach() >= 0, grad_y, -grad_y)
     assert got.dtype == dtype
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+# case -> (the custom gradient of y = abs(x), how the backward spells it, the condition,
+# the number where it does not hold)
+SCALED: dict[str, tuple[str, str, Condition, float]] = {
+    "leaky relu's slope: torch's leaky_relu_backward": (
+        "where(x > 0, 1, 0.01)",
+        "torch.ops.aten.leaky_relu_backward(grad_y, x, 0.01, False)",
+        lambda x: x > 0,
+        0.01,
+    ),
+    "one inside, a number outside: a where of the gradient, no 0-d tensor": (
+        "where(abs(x) <= 1, 1, 0.25)",
+        "torch.where((y <= 1), grad_y, 0.25 * grad_y)",
+        lambda x: x.abs() <= 1,
+        0.25,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SCALED)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_a_select_of_one_and_a_number_scales_the_gradient(case: str, dtype: torch.dtype) -> None:
+    """g * where(c, 1, s) as where(c, g, g * s): g itself where c holds, g times the number
+    (in the dtype's opmath, as torch multiplies by a number) elsewhere; in float32 and
+    float64 bit for bit the product with the select."""
+    gradient, spelled, condition, slope = SCALED[case]
+    spec = {
+        "name": "Case",
+        "inputs": {"x": "tensor"},
+        "outputs": {"y": "abs(x)"},
+        "gradients": {"y": {"x": gradient}},
+    }
+    module = symgrad.load_module(symgrad.spec_from_dict(spec))
+    assert spelled in inspect.getsource(module.Case.backward)
+    x = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, float("nan"), 1.0], dtype=dtype)
+    x.requires_grad_()
+    grad_y = torch.tensor([1.0, 2.0, -1.0, 4.0, float("inf"), -0.5, 3.0, float("nan")])
+    grad_y = grad_y.to(dtype).requires_grad_()
+    (got,) = torch.autograd.grad(module.case(x), x, grad_y, create_graph=True)
+    cond = condition(x.detach())
+    assert got.dtype == dtype
+    expected = torch.where(cond, grad_y, grad_y * slope)
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+    select = torch.where(cond, torch.tensor(1.0, dtype=dtype), slope)
+    if dtype != torch.bfloat16:
+        torch.testing.assert_close(got, grad_y * select, equal_nan=True, rtol=0, atol=0)
+    # Double backward: d(grad_x)/d(grad_y) is the select.
+    (second,) = torch.autograd.grad(got, grad_y, torch.ones_like(got))
+    torch.testing.assert_close(second, select, rtol=0, atol=0)

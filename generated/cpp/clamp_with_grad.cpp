@@ -72,14 +72,7 @@ struct ClampWithGrad : public torch::autograd::Function<ClampWithGrad> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (need_x) {
-      grad_x =
-          grad_y *
-          at::where(
-              ((lo <= x) & (x <= hi)),
-              at::scalar_tensor(
-                  1,
-                  at::TensorOptions().dtype(at::result_type(x, 1)).device(x.device())),
-              0.1);
+      grad_x = at::where(((lo <= x) & (x <= hi)), grad_y, 0.1 * grad_y);
     }
     return {detail::reduce_to(grad_x, x.sizes()), at::Tensor(), at::Tensor()};
   }

@@ -156,14 +156,8 @@ struct FusedLeakyReLU : public torch::autograd::Function<FusedLeakyReLU> {
     at::Tensor grad_input, grad_bias;
     at::Tensor _t3, _t4;
     if (need_input || need_bias) {
-      _t3 = grad_out * scale *
-            at::where((input + bias.reshape({1, -1, 1, 1}) > 0),
-                      at::scalar_tensor(
-                          1, at::TensorOptions()
-                                 .dtype(at::promote_types(at::result_type(bias, 1),
-                                                          at::result_type(input, 1)))
-                                 .device(bias.device())),
-                      negative_slope);
+      _t3 = at::leaky_relu_backward(
+          grad_out * scale, input + bias.reshape({1, -1, 1, 1}), negative_slope, false);
     }
     if (need_input) {
       grad_input = _t3;

@@ -70,14 +70,7 @@ struct LeakyReLU : public torch::autograd::Function<LeakyReLU> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (need_x) {
-      grad_x =
-          grad_y *
-          at::where(
-              (x > 0),
-              at::scalar_tensor(
-                  1,
-                  at::TensorOptions().dtype(at::result_type(x, 1)).device(x.device())),
-              slope);
+      grad_x = at::leaky_relu_backward(grad_y, x, slope, false);
     }
     return {detail::reduce_to(grad_x, x.sizes()), at::Tensor()};
   }
@@ -132,14 +125,7 @@ struct LeakyReLU_ : public torch::autograd::Function<LeakyReLU_> {
     const bool need_x = ctx->needs_input_grad(0);
     at::Tensor grad_x;
     if (need_x) {
-      grad_x =
-          grad_y *
-          at::where(
-              (y > 0),
-              at::scalar_tensor(
-                  1,
-                  at::TensorOptions().dtype(at::result_type(y, 1)).device(y.device())),
-              slope);
+      grad_x = at::leaky_relu_backward(grad_y, y, slope, false);
     }
     return {detail::reduce_to(grad_x, x_shape), at::Tensor()};
   }

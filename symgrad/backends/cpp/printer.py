@@ -80,6 +80,9 @@ class AtenPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_threshold_backward(self, grad: str, x: str, threshold: str) -> str:
         return f"at::threshold_backward({grad}, {x}, {threshold})"
 
+    def _spell_leaky_relu_backward(self, grad: str, x: str, slope: str) -> str:
+        return f"at::leaky_relu_backward({grad}, {x}, {slope}, false)"
+
     # --- Kinks, activations and pullbacks -------------------------------------------------
 
     def _spell_relu(self, x: str, tensor: bool) -> str:

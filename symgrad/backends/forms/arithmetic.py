@@ -241,48 +241,9 @@ class ArithmeticForms(StrPrinter):
         return f"{first}*{self.parenthesize(sympy.Mul(*full), _MUL, strict=True)}"
 
     def _select_product(self, expr: sympy.Mul) -> str | None:
-        """k * where(c, a, 0) as k * c * a: the boolean c itself as the select.
-
-        Note [Selects of numbers]: a straight-through or clamped gradient is the gradient
-        times a `where` of a number and 0. On the CPU torch's `where` kernel is not
-        vectorised (about sixteen multiplies, bench's cost table) where a multiply by a
-        boolean tensor costs about two, so with k a float tensor (it keeps the product's
-        dtype) the select is multiplied in, in the order that keeps every value: k * c is
-        k or k * 0 (NaN for an infinite k, as k * where(...) is), then times a (k * ~c
-        for where(c, 0, b)). A select of two nonzero numbers stays a `where`: k * b +
-        (a - b) * k * c would turn an infinite k into NaN. The fused loops keep the
-        select, which costs nothing in registers.
-        """
-        selects = [f for f in expr.args if self._number_select(f)]
-        if not selects:
-            return None
-        select = selects[0]
-        cond, a, b = select.args
-        rest = sympy.Mul(*(f for f in expr.args if f is not select))
-        if not self._is_plain_tensor(rest):
-            return None
-        if b == 0:
-            return self._times_condition(rest, cond, a)
-        if a == 0:
-            return self._times_condition(rest, sympy.Not(cond, evaluate=False), b)
+        """A product with a `where` of numbers in it, in the form SelectForms chooses
+        (Note [Selects of numbers] in symgrad.backends.forms.selects); none here."""
         return None
-
-    def _number_select(self, node: sympy.Basic) -> bool:
-        """Whether `node` is where(c, a, b) of two numbers on a tensor condition c."""
-        return (
-            isinstance(node, piecewise.Where)
-            and all(branch.is_Number for branch in node.args[1:])
-            and self.is_tensor(node.args[0])
-        )
-
-    def _times_condition(self, factor: sympy.Expr, cond: sympy.Basic, number: sympy.Expr) -> str:
-        """`factor * cond * number`, the tensor first (it gives the dtype; the boolean is 0
-        or 1), the number last (Note [Selects of numbers])."""
-        condition = self._print(cond)
-        if not isinstance(cond, _SELF_BRACKETED):
-            condition = f"({condition})"
-        text = f"{self.parenthesize(factor, _MUL, strict=True)}*{condition}"
-        return text if number == 1 else f"{text}*{self.parenthesize(number, _MUL, strict=True)}"
 
     def _split_square_quotient(self, expr: sympy.Mul) -> str | None:
         """a * b / d**2 as (a / d) * (b / d), as torch computes a quotient's gradient.

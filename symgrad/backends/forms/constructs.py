@@ -25,6 +25,7 @@ from symgrad.backends.forms.products import ProductForms
 from symgrad.backends.forms.scans import ScanForms
 from symgrad.backends.forms.segment_extrema import SegmentExtremaForms
 from symgrad.backends.forms.segments import SegmentForms
+from symgrad.backends.forms.selects import SelectForms
 from symgrad.backends.forms.views import ViewForms
 from symgrad.backends.statements import value_tensors
 from symgrad.language import (
@@ -38,9 +39,6 @@ from symgrad.language import (
     reductions,
 )
 
-# Integers up to this size are exact in every dtype a select may take (bfloat16's 8 bits).
-_EXACT_INTEGERS = 256
-
 
 class ConstructForms(
     LayerNormForms,
@@ -53,6 +51,7 @@ class ConstructForms(
     ContractionForms,
     ScanForms,
     ViewForms,
+    SelectForms,
     ArithmeticForms,
 ):
     """The language's constructs over tensors and numbers, in torch's operations."""
@@ -87,6 +86,9 @@ class ConstructForms(
         signed = self._signed_select(cond, a, b)
         if signed is not None:
             return signed
+        leaky = self._leaky_relu_backward(cond, a, b)
+        if leaky is not None:
+            return leaky
         if not (self.is_tensor(a) or self.is_tensor(b)):
             # A where of two numbers would take the default dtype: `a` becomes a 0-d
             # tensor of the dtype torch promotes the compared tensors and the number to
@@ -101,62 +103,6 @@ class ConstructForms(
             promoted = self._spell_scalar_tensor_on(self._print(a), dtype, names[0])
             return self._spell_where(self._print(cond), promoted, self._print(b))
         return self._spell_where(self._print(cond), self._print(a), self._print(b))
-
-    def _threshold_backward(self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic) -> str | None:
-        """where(x <= t, 0, g) as torch's threshold_backward(g, x, t), relu's backward.
-
-        The same value, NaN included (x <= t is false for a NaN x, and the kernel keeps g
-        there), from one vectorised kernel where the CPU `where` costs about sixteen
-        multiplies (Note [Selects of numbers] in symgrad.backends.forms.arithmetic); torch
-        differentiates it in g. Its result takes the dtype g and x promote to.
-        """
-        if a != 0 or not self.is_tensor(b):
-            return None
-        if isinstance(cond, piecewise.Le):
-            x, t = cond.args
-        elif isinstance(cond, piecewise.Ge):
-            t, x = cond.args
-        else:
-            return None
-        if self.is_tensor(t) or not self.is_tensor(x) or x in self.conditions:
-            return None
-        if x.atoms(indexing.IndexSymbol):
-            return None  # positions, not values
-        return self._spell_threshold_backward(self._print(b), self._print(x), self._print(t))
-
-    def _signed_select(self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic) -> str | None:
-        """where(c, g, -g) of a name g as g times c cast to g's dtype, doubled, less one:
-        exact (g times 1 or -1, NaN and inf included), where the CPU `where` costs about
-        sixteen multiplies (Note [Selects of numbers] in symgrad.backends.forms.arithmetic).
-        A saved sign mask reads back this way."""
-        if not (isinstance(a, sympy.Symbol) and b == -a and self._is_plain_tensor(a)):
-            return None
-        sign = f"{self._spell_to_dtype(self._print(cond), self._spell_dtype_of(self._print(a)))}"
-        # In parentheses: a `where` prints as an atom (x**2 of it squares all of it).
-        return f"({self._print(a)}*{sign}.mul_(2).add_(-1))"
-
-    def _integer_select(
-        self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic, dtype: str
-    ) -> str | None:
-        """where(c, a, b) of two small integers as c cast to the dtype, times a - b, plus b.
-
-        The cast condition is 0 or 1, so every step is exact in any dtype for integers up to
-        256 (bfloat16's), NaN comparisons included (false, so b); three vectorised passes,
-        the last two in place, where torch's CPU `where` costs about sixteen multiplies
-        (Note [Selects of numbers] in symgrad.backends.forms.arithmetic).
-        """
-        if not (a.is_Integer and b.is_Integer):
-            return None
-        step = int(a) - int(b)
-        if max(abs(int(a)), abs(int(b)), abs(step)) > _EXACT_INTEGERS:
-            return None
-        # In place on the cast, a new tensor (a boolean condition into a value's dtype,
-        # never bool: compared tensors are values), in torch's and ATen's method syntax
-        # alike: a new full-size tensor per step cost more than the steps themselves.
-        text = self._spell_to_dtype(self._print(cond), dtype)
-        if step != 1:
-            text += f".mul_({step})"
-        return text if b == 0 else f"{text}.add_({int(b)})"
 
     def _numeric_tensor(self, cond: sympy.Basic) -> sympy.Basic:
         """A tensor (not a boolean temporary) that `cond` compares, for dtype and device."""
@@ -349,18 +295,6 @@ class ConstructForms(
         raise NotImplementedError
 
     def _spell_where(self, cond: str, a: str, b: str) -> str:
-        raise NotImplementedError
-
-    def _spell_threshold_backward(self, grad: str, x: str, threshold: str) -> str:
-        """torch's threshold_backward: 0 where x <= threshold, else grad."""
-        raise NotImplementedError
-
-    def _spell_dtype_of(self, tensor: str) -> str:
-        """The dtype of the tensor named `tensor`."""
-        raise NotImplementedError
-
-    def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
-        """`tensor` (a condition) converted to `dtype`."""
         raise NotImplementedError
 
     def _spell_relu(self, x: str, tensor: bool) -> str:

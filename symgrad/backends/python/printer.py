@@ -87,6 +87,9 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
     def _spell_threshold_backward(self, grad: str, x: str, threshold: str) -> str:
         return f"torch.ops.aten.threshold_backward({grad}, {x}, {threshold})"
 
+    def _spell_leaky_relu_backward(self, grad: str, x: str, slope: str) -> str:
+        return f"torch.ops.aten.leaky_relu_backward({grad}, {x}, {slope}, False)"
+
     # --- Kinks, activations and pullbacks -------------------------------------------------
 
     def _spell_relu(self, x: str, tensor: bool) -> str:
