@@ -243,19 +243,13 @@ class CosineSimilarity(torch.autograd.Function):
                 _t18 = sqrt1 > eps
                 _t19 = torch.addcmul(
                     torch.where(_t18, _t16, 0),
-                    torch.where(
-                        _t17,
-                        torch.tensor(
-                            1 / 2,
-                            dtype=(
-                                sqrt1.dtype
-                                if sqrt1.is_floating_point()
-                                else torch.get_default_dtype()
-                            ),
-                            device=sqrt1.device,
-                        ),
-                        1,
-                    ),
+                    _t17.to(
+                        sqrt1.dtype
+                        if sqrt1.is_floating_point()
+                        else torch.get_default_dtype()
+                    )
+                    .mul_(-0.5)
+                    .add_(1),
                     torch.where(_t18, 0, _t16),
                 )
                 _t20 = ~_t15
@@ -289,19 +283,13 @@ class CosineSimilarity(torch.autograd.Function):
                 _t25 = sqrt3 > eps
                 _t26 = torch.addcmul(
                     torch.where(_t25, _t23, 0),
-                    torch.where(
-                        _t24,
-                        torch.tensor(
-                            1 / 2,
-                            dtype=(
-                                sqrt3.dtype
-                                if sqrt3.is_floating_point()
-                                else torch.get_default_dtype()
-                            ),
-                            device=sqrt3.device,
-                        ),
-                        1,
-                    ),
+                    _t24.to(
+                        sqrt3.dtype
+                        if sqrt3.is_floating_point()
+                        else torch.get_default_dtype()
+                    )
+                    .mul_(-0.5)
+                    .add_(1),
                     torch.where(_t25, 0, _t23),
                 )
                 _t27 = ~_t22

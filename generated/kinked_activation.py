@@ -146,26 +146,16 @@ class KinkedActivation(torch.autograd.Function):
             _t0 = x < floor_
             _t1 = torch.where(_t0, 0, grad_y)
             _t2 = x > floor_
-            _t3 = torch.where(_t2, 0, _t1) * torch.where(
-                (x == floor_),
-                torch.tensor(
-                    1 / 2,
-                    dtype=torch.promote_types(
-                        (
-                            floor_.dtype
-                            if floor_.is_floating_point()
-                            else torch.get_default_dtype()
-                        ),
-                        (
-                            x.dtype
-                            if x.is_floating_point()
-                            else torch.get_default_dtype()
-                        ),
+            _t3 = torch.where(_t2, 0, _t1) * (x == floor_).to(
+                torch.promote_types(
+                    (
+                        floor_.dtype
+                        if floor_.is_floating_point()
+                        else torch.get_default_dtype()
                     ),
-                    device=floor_.device,
-                ),
-                1,
-            )
+                    (x.dtype if x.is_floating_point() else torch.get_default_dtype()),
+                )
+            ).mul_(-0.5).add_(1)
         if need_x:
             _t4 = slope * torch.minimum(x, torch.tensor(0, dtype=x.dtype)) + torch.relu(
                 x
@@ -179,19 +169,10 @@ class KinkedActivation(torch.autograd.Function):
                 + torch.where(_t2, _t1, 0)
                 + torch.ops.aten.threshold_backward(_t5, x, 0),
                 torch.where(_t7, 0, _t6),
-                torch.where(
-                    (x == 0),
-                    torch.tensor(
-                        1 / 2,
-                        dtype=(
-                            x.dtype
-                            if x.is_floating_point()
-                            else torch.get_default_dtype()
-                        ),
-                        device=x.device,
-                    ),
-                    1,
-                ),
+                (x == 0)
+                .to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
+                .mul_(-0.5)
+                .add_(1),
             )
         if need_floor_:
             grad_floor_ = _t3 + torch.where(_t0, grad_y, 0)

@@ -55,25 +55,15 @@ def make_inputs(
 def reference(z) -> tuple[torch.Tensor, ...]:
     """The forward as plain torch operations, differentiated by autograd."""
     zs = torch.sort(z, dim=-1, descending=True).values
-    support = torch.where(
-        (
+    support = (
+        1
+        + zs
+        * (
             1
-            + zs
-            * (
-                1
-                + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(
-                    zs
-                )
-            )
-            > torch.cumsum(zs, -1)
-        ),
-        torch.tensor(
-            1.0,
-            dtype=(zs.dtype if zs.is_floating_point() else torch.get_default_dtype()),
-            device=zs.device,
-        ),
-        0.0,
-    )
+            + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(zs)
+        )
+        > torch.cumsum(zs, -1)
+    ).to(zs.dtype if zs.is_floating_point() else torch.get_default_dtype())
     tau = (-1 + torch.sum(support * zs, dim=-1, keepdim=True)) / torch.sum(
         support, dim=-1, keepdim=True
     )

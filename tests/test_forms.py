@@ -89,11 +89,17 @@ FORMS = {
         "a*(x > 0).to(at::result_type(x, 1)).mul_(2).add_(-1)",
     ),
     "a select of two other numbers stays a where": (
-        a * piecewise.where(piecewise.Gt(x, 0), 0.5, -1),
-        "a*torch.where((x > 0), torch.tensor(0.5, dtype=(x.dtype if x.is_floating_point() "
+        a * piecewise.where(piecewise.Gt(x, 0), 0.3, -1),
+        "a*torch.where((x > 0), torch.tensor(0.3, dtype=(x.dtype if x.is_floating_point() "
         "else torch.get_default_dtype()), device=x.device), -1)",
-        "a*at::where((x > 0), at::scalar_tensor(0.5, at::TensorOptions()"
-        ".dtype(at::result_type(x, 0.5)).device(x.device())), -1)",
+        "a*at::where((x > 0), at::scalar_tensor(0.3, at::TensorOptions()"
+        ".dtype(at::result_type(x, 0.3)).device(x.device())), -1)",
+    ),
+    "a select of a half and an integer: exact, the cast boolean scaled and shifted": (
+        a * piecewise.where(piecewise.Gt(x, 0), 0.5, -1),
+        "a*(x > 0).to(x.dtype if x.is_floating_point() else torch.get_default_dtype())"
+        ".mul_(1.5).add_(-1)",
+        "a*(x > 0).to(at::result_type(x, 0.5)).mul_(1.5).add_(-1)",
     ),
     "a number times a select of 1 and 0: the boolean cast (the number gives no dtype)": (
         2 * piecewise.where(piecewise.Gt(x, 0), 1, 0),
@@ -140,10 +146,10 @@ FORMS = {
         "(x > 0).to(at::result_type(x, 1)).mul_(-1).add_(2)",
     ),
     "where of two numbers on a tensor condition: the promoted dtype": (
-        piecewise.Where(x > 0, 1, 2.5),
-        "torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 2.5)",
+        piecewise.Where(x > 0, 1, 2.3),
+        "torch.where((x > 0), torch.tensor(1, dtype=x.dtype, device=x.device), 2.3)",
         "at::where((x > 0), at::scalar_tensor(1, at::TensorOptions()"
-        ".dtype(at::result_type(x, 1)).device(x.device())), 2.5)",
+        ".dtype(at::result_type(x, 1)).device(x.device())), 2.3)",
     ),
     "where of integers past bfloat16's exact range: a where": (
         piecewise.Where(x > 0, 1000, 0),
@@ -322,6 +328,14 @@ FORMS = {
         "a*b*torch.where((x > 1), torch.tensor(1, dtype=x.dtype, device=x.device), 0.1)",
         "a*b*at::where((x > 1), at::scalar_tensor(1, at::TensorOptions().dtype(at::result_type("
         "x, 1)).device(x.device())), 0.1)",
+    ),
+    "a half where a max ties, else one: the cast boolean, scaled and shifted (exact)": (
+        a * piecewise.Where(piecewise.Eq(x, b), sympy.Rational(1, 2), 1),
+        "a*(x == b).to(torch.promote_types((b.dtype if b.is_floating_point() else"
+        " torch.get_default_dtype()), (x.dtype if x.is_floating_point() else"
+        " torch.get_default_dtype()))).mul_(-0.5).add_(1)",
+        "a*(x == b).to(at::promote_types(at::result_type(b, 0.5), at::result_type(x,"
+        " 0.5))).mul_(-0.5).add_(1)",
     ),
     "a sum whose first term is negated: a positive term first, no pass to negate": (
         -a * b * x + c,

@@ -1,8 +1,9 @@
 """A gradient times a `where` of a number and 0 multiplies by the boolean, a `where` of
-two small integers is the boolean cast, scaled and shifted, and one of 1 and a number
-scales the gradient where the condition fails (Note [Selects of numbers] in
-symgrad.backends.forms.selects): the same values as the select, NaN and inf in the
-incoming gradient included, in every dtype, with double backward."""
+two numbers exact in every dtype (small integers, halves) is the boolean cast, scaled and
+shifted, and one of 1 and a number scales the gradient where the condition fails
+(Note [Selects of numbers] in symgrad.backends.forms.selects): the same values as the
+select, NaN and inf in the incoming gradient included, in every dtype, with double
+backward."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ GRADIENTS: dict[str, tuple[str, str, Condition, tuple[float, float]]] = {
         "grad_y * (~(y <= 1)) * (-3)",
         lambda x: x.abs() <= 1,
         (0.0, -3.0),
+    ),
+    "a half and one (a max's gradient at a tie): the cast boolean, scaled and shifted": (
+        "where(x == 1, 0.5, 1)",
+        ".mul_(-0.5).add_(1)",
+        lambda x: x == 1,
+        (0.5, 1.0),
     ),
     "two integers (brevitas's binary sign): the cast boolean, scaled and shifted": (
         "where(x >= 0, 1, -1)",
@@ -125,10 +132,10 @@ SCALED: dict[str, tuple[str, str, Condition, float]] = {
         0.01,
     ),
     "one inside, a number outside: a where of the gradient, no 0-d tensor": (
-        "where(abs(x) <= 1, 1, 0.25)",
-        "torch.where((y <= 1), grad_y, 0.25 * grad_y)",
+        "where(abs(x) <= 1, 1, 0.3)",
+        "torch.where((y <= 1), grad_y, 0.3 * grad_y)",
         lambda x: x.abs() <= 1,
-        0.25,
+        0.3,
     ),
 }
 

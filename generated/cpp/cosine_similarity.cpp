@@ -210,14 +210,9 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         _t16 = at::where(_t15, 0, (-_t12) * _t11);
         _t17 = (sqrt1 == eps);
         _t18 = (sqrt1 > eps);
-        _t19 = at::addcmul(
-            at::where(_t18, _t16, 0),
-            at::where(_t17,
-                      at::scalar_tensor(0.5, at::TensorOptions()
-                                                 .dtype(at::result_type(sqrt1, 0.5))
-                                                 .device(sqrt1.device())),
-                      1),
-            at::where(_t18, 0, _t16));
+        _t19 = at::addcmul(at::where(_t18, _t16, 0),
+                           _t17.to(at::result_type(sqrt1, 0.5)).mul_(-0.5).add_(1),
+                           at::where(_t18, 0, _t16));
         _t20 = (~_t15);
         _t21 = (~_t18);
         grad_a = detail::accumulate(
@@ -233,14 +228,9 @@ struct CosineSimilarity : public torch::autograd::Function<CosineSimilarity> {
         _t23 = at::where(_t22, 0, (-_t13) * _t11);
         _t24 = (sqrt3 == eps);
         _t25 = (sqrt3 > eps);
-        _t26 = at::addcmul(
-            at::where(_t25, _t23, 0),
-            at::where(_t24,
-                      at::scalar_tensor(0.5, at::TensorOptions()
-                                                 .dtype(at::result_type(sqrt3, 0.5))
-                                                 .device(sqrt3.device())),
-                      1),
-            at::where(_t25, 0, _t23));
+        _t26 = at::addcmul(at::where(_t25, _t23, 0),
+                           _t24.to(at::result_type(sqrt3, 0.5)).mul_(-0.5).add_(1),
+                           at::where(_t25, 0, _t23));
         _t27 = (~_t22);
         _t28 = (~_t25);
         grad_b = detail::accumulate(

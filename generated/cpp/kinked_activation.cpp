@@ -93,15 +93,12 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
       _t0 = (x < floor_);
       _t1 = at::where(_t0, 0, grad_y);
       _t2 = (x > floor_);
-      _t3 =
-          at::where(_t2, 0, _t1) *
-          at::where((x == floor_),
-                    at::scalar_tensor(
-                        0.5, at::TensorOptions()
-                                 .dtype(at::promote_types(at::result_type(floor_, 0.5),
-                                                          at::result_type(x, 0.5)))
-                                 .device(floor_.device())),
-                    1);
+      _t3 = at::where(_t2, 0, _t1) *
+            (x == floor_)
+                .to(at::promote_types(at::result_type(floor_, 0.5),
+                                      at::result_type(x, 0.5)))
+                .mul_(-0.5)
+                .add_(1);
     }
     if (need_x) {
       _t4 = slope * at::minimum(x, at::scalar_tensor(
@@ -110,15 +107,10 @@ struct KinkedActivation : public torch::autograd::Function<KinkedActivation> {
       _t5 = at::where(((_t4 >= -1) & (_t4 <= cap)), grad_y, 0);
       _t6 = at::where((x > 0), 0, _t5 * slope);
       _t7 = (x < 0);
-      grad_x = at::addcmul(
-          _t3 + at::where(_t7, _t6, 0) + at::where(_t2, _t1, 0) +
-              at::threshold_backward(_t5, x, 0),
-          at::where(_t7, 0, _t6),
-          at::where((x == 0),
-                    at::scalar_tensor(0.5, at::TensorOptions()
-                                               .dtype(at::result_type(x, 0.5))
-                                               .device(x.device())),
-                    1));
+      grad_x = at::addcmul(_t3 + at::where(_t7, _t6, 0) + at::where(_t2, _t1, 0) +
+                               at::threshold_backward(_t5, x, 0),
+                           at::where(_t7, 0, _t6),
+                           (x == 0).to(at::result_type(x, 0.5)).mul_(-0.5).add_(1));
     }
     if (need_floor_) {
       grad_floor_ = _t3 + at::where(_t0, grad_y, 0);

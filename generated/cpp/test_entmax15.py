@@ -70,28 +70,18 @@ def reference(x) -> tuple[torch.Tensor, ...]:
     k = 1 + torch.arange(zs.size(-1), dtype=zs.dtype, device=zs.device).expand_as(zs)
     avg = torch.cumsum(zs, -1) / k
     delta = (k * avg**2 + 1 - torch.cumsum(zs**2, -1)) / k
-    support = torch.where(
-        (avg - torch.sqrt(torch.relu(delta)) <= zs),
-        torch.tensor(
-            1.0,
-            dtype=torch.promote_types(
-                torch.promote_types(
-                    (
-                        avg.dtype
-                        if avg.is_floating_point()
-                        else torch.get_default_dtype()
-                    ),
-                    (
-                        delta.dtype
-                        if delta.is_floating_point()
-                        else torch.get_default_dtype()
-                    ),
+    support = (avg - torch.sqrt(torch.relu(delta)) <= zs).to(
+        torch.promote_types(
+            torch.promote_types(
+                (avg.dtype if avg.is_floating_point() else torch.get_default_dtype()),
+                (
+                    delta.dtype
+                    if delta.is_floating_point()
+                    else torch.get_default_dtype()
                 ),
-                (zs.dtype if zs.is_floating_point() else torch.get_default_dtype()),
             ),
-            device=avg.device,
-        ),
-        0.0,
+            (zs.dtype if zs.is_floating_point() else torch.get_default_dtype()),
+        )
     )
     size = torch.sum(support, dim=-1, keepdim=True)
     s1 = torch.sum(support * zs, dim=-1, keepdim=True)

@@ -97,7 +97,14 @@ class ConstructForms(
             dtype = functools.reduce(
                 self._spell_promote_types, (self._spell_result_type(n, a) for n in names)
             )
-            cast = self._integer_select(cond, a, b, dtype)
+            # A fraction sets the dtype wherever it is: where(c, 1, 1/2) beside integers
+            # is a float, as the where's own promotion would make it.
+            fraction = b if a.is_Integer and not b.is_Integer else a
+            exact_dtype = functools.reduce(
+                self._spell_promote_types,
+                (self._spell_result_type(n, fraction) for n in names),
+            )
+            cast = self._exact_select(cond, a, b, exact_dtype)
             if cast is not None:
                 return cast
             promoted = self._spell_scalar_tensor_on(self._print(a), dtype, names[0])

@@ -12,8 +12,9 @@ import sympy
 from symgrad.backends.forms.arithmetic import _MUL, _SELF_BRACKETED, ArithmeticForms
 from symgrad.language import indexing, piecewise
 
-# Integers up to this size are exact in every dtype a select may take (bfloat16's 8 bits).
-_EXACT_INTEGERS = 256
+# p / 2**k with |p| and 2**k up to this is exact in every dtype a select may take
+# (bfloat16 keeps 8 significant bits; float16's range holds 2**-8).
+_EXACT_SCALE = 2**8
 
 
 class SelectForms(ArithmeticForms):
@@ -32,8 +33,8 @@ class SelectForms(ArithmeticForms):
         (a - b) * k * c would turn an infinite k into NaN; where one of them is 1 (a
         leaky relu's or a clamp's chosen gradient), k * where(c, 1, s) is where(c, k, k * s),
         the same values (k * 1 is k) with no 0-d tensor made for the number on every call,
-        and torch's leaky_relu_backward where c is x > 0. Two integers keep the cast
-        (`_integer_select`, cheaper than a `where` on the CPU). The fused loops keep the
+        and torch's leaky_relu_backward where c is x > 0. Two exact numbers keep the cast
+        (`_exact_select`, cheaper than a `where` on the CPU). The fused loops keep the
         select, which costs nothing in registers.
         """
         selects = [f for f in expr.args if self._number_select(f)]
@@ -48,11 +49,12 @@ class SelectForms(ArithmeticForms):
             return self._times_condition(rest, cond, a)
         if a == 0:
             return self._times_condition(rest, sympy.Not(cond, evaluate=False), b)
-        # Two integers keep the cast; k is printed once: a name, or leaky relu's operand.
-        if (a.is_Integer and b.is_Integer) or 1 not in (a, b):
+        # Two exact numbers keep the cast; k is printed once: a name, or leaky relu's operand.
+        if (_exact_in_every_dtype(a) and _exact_in_every_dtype(b)) or not _has_one(a, b):
             return None
-        if rest.is_Symbol or self._leaky_parts(cond, rest * a, rest * b) is not None:
-            return self._print(piecewise.Where(cond, rest * a, rest * b))
+        where, elsewhere = (rest if _has_one(n) else rest * n for n in (a, b))
+        if rest.is_Symbol or self._leaky_parts(cond, where, elsewhere) is not None:
+            return self._print(piecewise.Where(cond, where, elsewhere))
         return None
 
     def _leaky_parts(
@@ -141,28 +143,29 @@ class SelectForms(ArithmeticForms):
         # In parentheses: a `where` prints as an atom (x**2 of it squares all of it).
         return f"({self._print(a)}*{sign}.mul_(2).add_(-1))"
 
-    def _integer_select(
+    def _exact_select(
         self, cond: sympy.Basic, a: sympy.Basic, b: sympy.Basic, dtype: str
     ) -> str | None:
-        """where(c, a, b) of two small integers as c cast to the dtype, times a - b, plus b.
+        """where(c, a, b) of two numbers exact in every float dtype (small integers, halves,
+        quarters: a max's 1/2 at a tie) as c cast to the dtype, times a - b, plus b.
 
-        The cast condition is 0 or 1, so every step is exact in any dtype for integers up to
-        256 (bfloat16's), NaN comparisons included (false, so b); three vectorised passes,
-        the last two in place, where torch's CPU `where` costs about sixteen multiplies
-        (Note [Selects of numbers]).
+        The cast condition is 0 or 1 and a, b and a - b are bfloat16 numbers, so every
+        step is exact in any dtype, NaN comparisons included (false, so b); three
+        vectorised passes, the last two in place, where torch's CPU `where` costs about
+        sixteen multiplies and its 0-d tensor of `a` is made on every call (on a GPU, a
+        copy from the host) (Note [Selects of numbers]).
         """
-        if not (a.is_Integer and b.is_Integer):
+        if not all(_exact_in_every_dtype(n) for n in (a, b, a - b)):
             return None
-        step = int(a) - int(b)
-        if max(abs(int(a)), abs(int(b)), abs(step)) > _EXACT_INTEGERS:
-            return None
+        # As rationals: sympy's Float(1.0) is not Integer(1).
+        step, shift = sympy.Rational(a - b), sympy.Rational(b)
         # In place on the cast, a new tensor (a boolean condition into a value's dtype,
         # never bool: compared tensors are values), in torch's and ATen's method syntax
         # alike: a new full-size tensor per step cost more than the steps themselves.
         text = self._spell_to_dtype(self._print(cond), dtype)
         if step != 1:
-            text += f".mul_({step})"
-        return text if b == 0 else f"{text}.add_({int(b)})"
+            text += f".mul_({_literal(step)})"
+        return text if shift == 0 else f"{text}.add_({_literal(shift)})"
 
     # --- The spellings a backend gives ----------------------------------------------------
 
@@ -181,3 +184,26 @@ class SelectForms(ArithmeticForms):
     def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
         """`tensor` (a condition) converted to `dtype`."""
         raise NotImplementedError
+
+
+def _exact_in_every_dtype(number: sympy.Basic) -> bool:
+    """Whether `number` is p / 2**k with |p| <= 256 and 2**k <= 256: exact in bfloat16,
+    float16, float32 and float64 alike."""
+    if not number.is_Number:
+        return False
+    value = sympy.Rational(number)
+    denominator = int(value.q)
+    power_of_two = denominator & (denominator - 1) == 0
+    return power_of_two and denominator <= _EXACT_SCALE and abs(int(value.p)) <= _EXACT_SCALE
+
+
+def _literal(number: sympy.Basic) -> str:
+    """An exact number as a literal both backends read alike (never `1/2`, integer division
+    in C++)."""
+    value = sympy.Rational(number)
+    return str(int(value)) if value.q == 1 else repr(float(value))
+
+
+def _has_one(*numbers: sympy.Basic) -> bool:
+    """Whether one of `numbers` is 1, written 1 or 1.0 (sympy's Float(1.0) != 1)."""
+    return any(n.is_Number and sympy.Rational(n) == 1 for n in numbers)

@@ -79,7 +79,7 @@ class TorchPrinter(ArithmeticPrinter, ConstructForms):
         return f"torch.where({cond}, {a}, {b})"
 
     def _spell_to_dtype(self, tensor: str, dtype: str) -> str:
-        return f"{tensor}.to({dtype})"
+        return f"{tensor}.to({_unbracketed(dtype)})"
 
     def _spell_dtype_of(self, tensor: str) -> str:
         return f"{tensor}.dtype"
@@ -310,3 +310,16 @@ def _dims(dims: tuple[int, ...]) -> str:
 
 
 install_dispatch(TorchPrinter)
+
+
+def _unbracketed(text: str) -> str:
+    """`text` without a pair of parentheses around all of it (a sole call argument needs
+    none: ruff's UP034)."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for n, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and n < len(text) - 1:
+            return text  # the first bracket closes before the end: (a) + (b)
+    return text[1:-1]
