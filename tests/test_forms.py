@@ -337,6 +337,21 @@ FORMS = {
         "a*(x == b).to(at::promote_types(at::result_type(b, 0.5), at::result_type(x,"
         " 0.5))).mul_(-0.5).add_(1)",
     ),
+    "powers of one degree: the power of their quotient, one chain (screened LJ's u6)": (
+        4 * a**6 / b**6,
+        "4*((a/b)**2)**3",
+        "4*at::pow(at::pow(a/b, 2), 3)",
+    ),
+    "over powers of one degree: one power of their product": (
+        -c / (a**2 * b**2),
+        "-c/(a*b)**2",
+        "-c/at::pow(a*b, 2)",
+    ),
+    "a number over powers of one degree keeps the backend's reciprocal": (
+        1 / (a**2 * b**2),
+        "1/(a**2*b**2)",
+        "at::reciprocal(at::pow(a, 2)*at::pow(b, 2))",
+    ),
     "a sum whose first term is negated: a positive term first, no pass to negate": (
         -a * b * x + c,
         "c - a*b*x",

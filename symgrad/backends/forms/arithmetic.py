@@ -228,7 +228,7 @@ class ArithmeticForms(StrPrinter):
         selected = self._select_product(expr)
         if selected is not None:
             return selected
-        split = self._split_square_quotient(expr)
+        split = self._split_square_quotient(expr) or self._common_power(expr)
         if split is not None:
             return split
         small = [a for a in expr.args if self._is_small(a)]
@@ -244,6 +244,40 @@ class ArithmeticForms(StrPrinter):
         """A product with a `where` of numbers in it, in the form SelectForms chooses
         (Note [Selects of numbers] in symgrad.backends.forms.selects); none here."""
         return None
+
+    def _common_power(self, expr: sympy.Mul) -> str | None:
+        """Powers of one degree k as the power of their product or quotient: s**6 / r**6
+        as (s/r)**6, one chain of squares and cubes (three passes, where each power's own
+        chain and the division take five), and no s**6 to overflow in float32 first.
+        sympy distributes an integer power over a product, so the form is printed here."""
+        degrees: dict[int, list[sympy.Pow]] = {}
+        for factor in expr.args:
+            if (
+                isinstance(factor, sympy.Pow)
+                and factor.exp.is_Integer
+                and abs(int(factor.exp)) >= 2
+                and self.is_tensor(factor.base)
+            ):
+                degrees.setdefault(abs(int(factor.exp)), []).append(factor)
+        shared = [(len(group), k) for k, group in degrees.items() if len(group) > 1]
+        if not shared:
+            return None
+        _, degree = max(shared)
+        group = degrees[degree]
+        up = sympy.Mul(*(f.base for f in group if f.exp > 0))
+        down = sympy.Mul(*(f.base for f in group if f.exp < 0))
+        rest = sympy.Mul(*(f for f in expr.args if f not in group))
+        sign = "-" if rest.could_extract_minus_sign() else ""
+        rest = -rest if sign else rest
+        if up == 1 and self.is_tensor(rest):  # rest / (a*b)**k
+            power = self._print(sympy.Pow(down, degree, evaluate=False))
+            return f"{sign}{self.parenthesize(rest, _MUL)}/{power}"
+        if up == 1:
+            return None  # a number over powers: the backend's reciprocal, as written
+        power = self._print(sympy.Pow(up / down, degree, evaluate=False))
+        if rest == 1:
+            return f"{sign}{power}"
+        return f"{sign}{self.parenthesize(rest, _MUL, strict=True)}*{power}"
 
     def _split_square_quotient(self, expr: sympy.Mul) -> str | None:
         """a * b / d**2 as (a / d) * (b / d), as torch computes a quotient's gradient.
