@@ -207,3 +207,28 @@ def test_gradients_of_several_inputs_are_within_the_criterion(case: str) -> None
         for mine, theirs, want in zip(ours, torch32, exact, strict=True):
             tolerance = max(4 * abs(theirs - want), 1e-6 * abs(want))
             assert abs(mine - want) <= tolerance, (case, point, mine, want, theirs)
+
+
+def test_a_power_of_a_quotient_does_not_overflow_in_float32() -> None:
+    """(s / r)**6 is printed as the power of the quotient (one chain of squares): at s = r
+    = 1e7 it is 1 in float32 with its gradients, where s**6 / r**6 is inf / inf (NaN)."""
+    spec = spec_from_dict(
+        {
+            "name": "Ratio",
+            "inputs": {"s": "tensor", "r": "tensor"},
+            "outputs": {"y": "4 * (s / r)**6"},
+        }
+    )
+    module = load_module(spec)
+    assert "((s/r)**2)**3" in generate(spec)["ratio.py"].replace(" ", "")
+    s = torch.tensor([1e7, 3e-7, 2.0], requires_grad=True)
+    r = torch.tensor([1e7, 1e-7, 4.0], requires_grad=True)
+    y = module.ratio(s, r)
+    expected = 4 * (s.detach().double() / r.detach().double()) ** 6
+    torch.testing.assert_close(y.double(), expected, rtol=1e-6, atol=0)
+    grads = torch.autograd.grad(y.sum(), (s, r))
+    sd, rd = s.detach().double().requires_grad_(), r.detach().double().requires_grad_()
+    wanted = torch.autograd.grad((4 * (sd / rd) ** 6).sum(), (sd, rd))
+    for got, want in zip(grads, wanted, strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=0)

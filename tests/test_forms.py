@@ -342,6 +342,11 @@ FORMS = {
         "4*((a/b)**2)**3",
         "4*at::pow(at::pow(a/b, 2), 3)",
     ),
+    "a quotient of powers a degree apart: the smaller in common (LJ's gradient)": (
+        -c * a**6 / b**7,
+        "-c*((a/b)**2)**3/b",
+        "-c*at::pow(at::pow(a/b, 2), 3)/b",
+    ),
     "over powers of one degree: one power of their product": (
         -c / (a**2 * b**2),
         "-c/(a*b)**2",

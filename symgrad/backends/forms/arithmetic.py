@@ -248,25 +248,37 @@ class ArithmeticForms(StrPrinter):
     def _common_power(self, expr: sympy.Mul) -> str | None:
         """Powers of one degree k as the power of their product or quotient: s**6 / r**6
         as (s/r)**6, one chain of squares and cubes (three passes, where each power's own
-        chain and the division take five), and no s**6 to overflow in float32 first.
-        sympy distributes an integer power over a product, so the form is printed here."""
-        degrees: dict[int, list[sympy.Pow]] = {}
-        for factor in expr.args:
-            if (
-                isinstance(factor, sympy.Pow)
-                and factor.exp.is_Integer
-                and abs(int(factor.exp)) >= 2
-                and self.is_tensor(factor.base)
-            ):
-                degrees.setdefault(abs(int(factor.exp)), []).append(factor)
-        shared = [(len(group), k) for k, group in degrees.items() if len(group) > 1]
-        if not shared:
-            return None
-        _, degree = max(shared)
-        group = degrees[degree]
+        chain and the division take five), and no s**6 to overflow or underflow in float32
+        first. A quotient of two powers whose degrees differ by one keeps the smaller in
+        common: s**5 / r**6 as (s/r)**5 / r (the Lennard-Jones gradients). sympy distributes an
+        integer power over a product, so the form is printed here."""
+        powers = [
+            f
+            for f in expr.args
+            if isinstance(f, sympy.Pow)
+            and f.exp.is_Integer
+            and abs(int(f.exp)) >= 2
+            and self.is_tensor(f.base)
+        ]
+        ups = [f for f in powers if f.exp > 0]
+        downs = [f for f in powers if f.exp < 0]
+        if len(ups) == 1 and len(downs) == 1 and abs(ups[0].exp + downs[0].exp) == 1:
+            group = ups + downs
+            degree = min(abs(int(f.exp)) for f in group)
+        else:
+            degrees: dict[int, list[sympy.Pow]] = {}
+            for f in powers:
+                degrees.setdefault(abs(int(f.exp)), []).append(f)
+            shared = [(len(g), k) for k, g in degrees.items() if len(g) > 1]
+            if not shared:
+                return None
+            degree = max(shared)[1]
+            group = degrees[degree]
         up = sympy.Mul(*(f.base for f in group if f.exp > 0))
         down = sympy.Mul(*(f.base for f in group if f.exp < 0))
-        rest = sympy.Mul(*(f for f in expr.args if f not in group))
+        # What each power keeps beyond the common degree (r**-1 of r**-6 beside s**5).
+        beyond = [f.base ** (f.exp - sympy.sign(f.exp) * degree) for f in group]
+        rest = sympy.Mul(*(f for f in expr.args if f not in group), *beyond)
         sign = "-" if rest.could_extract_minus_sign() else ""
         rest = -rest if sign else rest
         if up == 1 and self.is_tensor(rest):  # rest / (a*b)**k
@@ -275,9 +287,13 @@ class ArithmeticForms(StrPrinter):
         if up == 1:
             return None  # a number over powers: the backend's reciprocal, as written
         power = self._print(sympy.Pow(up / down, degree, evaluate=False))
-        if rest == 1:
-            return f"{sign}{power}"
-        return f"{sign}{self.parenthesize(rest, _MUL, strict=True)}*{power}"
+        top, bottom = rest.as_numer_denom()
+        text = power if top == 1 else f"{self.parenthesize(top, _MUL, strict=True)}*{power}"
+        if bottom.is_Mul:
+            text += f"/({self._print(bottom)})"
+        elif bottom != 1:
+            text += f"/{self.parenthesize(bottom, _MUL, strict=True)}"
+        return f"{sign}{text}"
 
     def _split_square_quotient(self, expr: sympy.Mul) -> str | None:
         """a * b / d**2 as (a / d) * (b / d), as torch computes a quotient's gradient.
