@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -47,10 +48,9 @@ GRADIENTS: dict[str, tuple[str, str, Condition, tuple[float, float]]] = {
 }
 
 
-@pytest.mark.parametrize("case", GRADIENTS)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_a_select_of_numbers_is_a_product_with_the_boolean(case: str, dtype: torch.dtype) -> None:
-    gradient, spelled, condition, (a, b) = GRADIENTS[case]
+def _abs_with_gradient(gradient: str, spelled: str) -> Any:
+    """The module of y = abs(x) with `gradient` as its chosen gradient, whose backward
+    spells it as `spelled`."""
     spec = {
         "name": "Case",
         "inputs": {"x": "tensor"},
@@ -59,6 +59,14 @@ def test_a_select_of_numbers_is_a_product_with_the_boolean(case: str, dtype: tor
     }
     module = symgrad.load_module(symgrad.spec_from_dict(spec))
     assert spelled in inspect.getsource(module.Case.backward)
+    return module
+
+
+@pytest.mark.parametrize("case", GRADIENTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_a_select_of_numbers_is_a_product_with_the_boolean(case: str, dtype: torch.dtype) -> None:
+    gradient, spelled, condition, (a, b) = GRADIENTS[case]
+    module = _abs_with_gradient(gradient, spelled)
     x = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 1.0], dtype=dtype)
     x.requires_grad_()
     grad_y = torch.tensor([1.0, 2.0, -1.0, 4.0, float("inf"), -0.5, float("nan"), 1e-30])
@@ -147,14 +155,7 @@ def test_a_select_of_one_and_a_number_scales_the_gradient(case: str, dtype: torc
     (in the dtype's opmath, as torch multiplies by a number) elsewhere; in float32 and
     float64 bit for bit the product with the select."""
     gradient, spelled, condition, slope = SCALED[case]
-    spec = {
-        "name": "Case",
-        "inputs": {"x": "tensor"},
-        "outputs": {"y": "abs(x)"},
-        "gradients": {"y": {"x": gradient}},
-    }
-    module = symgrad.load_module(symgrad.spec_from_dict(spec))
-    assert spelled in inspect.getsource(module.Case.backward)
+    module = _abs_with_gradient(gradient, spelled)
     x = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, float("nan"), 1.0], dtype=dtype)
     x.requires_grad_()
     grad_y = torch.tensor([1.0, 2.0, -1.0, 4.0, float("inf"), -0.5, 3.0, float("nan")])
