@@ -247,11 +247,8 @@ def choose_saved_values(
     table = costs.table()
     own = {a.target: table.expression(a.expr) for a in candidates}
     total = {a.target: sum(own[t] for t in closure({a.target}, candidates)) for a in candidates}
-    steps = {
-        a.target: sum(passes(definitions[t]) for t in closure({a.target}, candidates))
-        for a in candidates
-    }
-    held_by_eager = _held_by_eager(spec, definitions, steps)
+    below = [t for t in total if 0 < total[t] < MIN_SAVED_COST and spec.save != "speed"]
+    held_by_eager = _held_by_eager(spec, definitions, below, candidates) if below else set()
     chosen: list[sympy.Symbol] = []
     for target in sorted(total, key=lambda t: -total[t]):
         if isinstance(definitions[target], views.View):
@@ -266,13 +263,20 @@ def choose_saved_values(
 
 
 def _held_by_eager(
-    spec: Spec, definitions: Mapping[sympy.Basic, sympy.Basic], steps: Mapping[sympy.Symbol, int]
+    spec: Spec,
+    definitions: Mapping[sympy.Basic, sympy.Basic],
+    below: Sequence[sympy.Symbol],
+    candidates: Sequence[Assignment],
 ) -> set[sympy.Symbol]:
-    """The candidates below the floor that are saved all the same (Note [Saved values]):
+    """The candidates `below` the floor that are saved all the same (Note [Saved values]):
     eager autograd holds them too, and recomputing them takes two passes or more."""
+    steps = {t: sum(passes(definitions[u]) for u in closure({t}, candidates)) for t in below}
+    long = [t for t in below if steps[t] >= 2]
+    if not long:
+        return set()
     eager = eager_saved_values(spec)
     written = written_out(definitions)
-    return {target for target, n in steps.items() if n >= 2 and written[target] in eager}
+    return {t for t in long if written[t] in eager}
 
 
 def recompute_statements(
